@@ -1,0 +1,60 @@
+# Set-up, build, test and demo. Every target creates what it needs on a fresh machine.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+BIN := $(VENV)/bin
+CPP_SOURCES := $(shell find cpp -name '*.h' -o -name '*.cc') CMakeLists.txt pyproject.toml
+
+.PHONY: all demo test test-cpp test-python sanitize bench system-deps clean
+
+all: $(VENV)/.built
+
+# Debian packages the C++ build and tests need (GoogleTest); installed once, as root.
+system-deps:
+	@if [ ! -f /usr/include/gtest/gtest.h ]; then \
+		echo "installing Debian package libgtest-dev"; \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq libgtest-dev; \
+	fi
+
+# The virtual environment with the build tools and torch pinned for development.
+$(VENV)/.deps: Makefile
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q torch==2.13.0 "scikit-build-core>=0.10" "nanobind>=2.0" cmake ninja
+	touch $@
+
+# The package, editable, with the extension built; rebuilt when C++ sources change.
+$(VENV)/.built: $(VENV)/.deps $(CPP_SOURCES) | system-deps
+	$(PY) -m pip install -q --no-build-isolation -e ".[test]"
+	touch $@
+
+demo: $(VENV)/.built
+	$(BIN)/tensortorrent demo
+
+build/cpp/build.ninja: $(VENV)/.deps CMakeLists.txt | system-deps
+	$(BIN)/cmake -S . -B build/cpp -G Ninja -DCMAKE_MAKE_PROGRAM=$(abspath $(BIN)/ninja) \
+		-DCMAKE_BUILD_TYPE=RelWithDebInfo -DTT_BUILD_PYTHON=OFF -DTT_BUILD_TESTS=ON
+
+test-cpp: build/cpp/build.ninja
+	$(BIN)/cmake --build build/cpp
+	$(BIN)/ctest --test-dir build/cpp --output-on-failure
+
+test-python: $(VENV)/.built
+	$(PY) -m pytest -q tests
+
+test: test-cpp test-python
+
+# The C++ tests under AddressSanitizer and UndefinedBehaviorSanitizer.
+sanitize: $(VENV)/.deps | system-deps
+	$(BIN)/cmake -S . -B build/sanitize -G Ninja -DCMAKE_MAKE_PROGRAM=$(abspath $(BIN)/ninja) \
+		-DCMAKE_BUILD_TYPE=Debug -DTT_BUILD_PYTHON=OFF -DTT_BUILD_TESTS=ON -DTT_SANITIZE=ON
+	$(BIN)/cmake --build build/sanitize
+	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+		$(BIN)/ctest --test-dir build/sanitize --output-on-failure
+
+bench: $(VENV)/.built
+	$(PY) bench/overhead.py
+
+clean:
+	rm -rf build $(VENV)

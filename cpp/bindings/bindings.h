@@ -1,0 +1,12 @@
+// Registration functions of the tensortorrent._core extension, one per binding file.
+#pragma once
+
+#include <nanobind/nanobind.h>
+
+namespace tt::bindings {
+
+void bind_errors(nanobind::module_& m);
+void bind_schedule(nanobind::module_& m);
+void bind_executor(nanobind::module_& m);
+
+}  // namespace tt::bindings

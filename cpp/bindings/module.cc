@@ -1,0 +1,9 @@
+// Entry point of tensortorrent._core: the C++ core as seen from Python.
+#include "bindings.h"
+
+NB_MODULE(_core, m) {
+  m.doc() = "TensorTorrent's native core: schedules, the executor and telemetry.";
+  tt::bindings::bind_errors(m);
+  tt::bindings::bind_schedule(m);
+  tt::bindings::bind_executor(m);
+}

@@ -1,0 +1,89 @@
+// Runs a schedule's instruction DAG on a pool of worker threads, by dependency counts.
+#pragma once
+
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "tt/ir/schedule.h"
+#include "tt/runtime/cancel_token.h"
+#include "tt/runtime/run_report.h"
+
+namespace tt {
+
+// The work an instruction stands for. Called on a worker thread, at most once per
+// instruction per run; may throw anything, and the first exception of a run is rethrown
+// unchanged (same type) from Executor::run on the caller's thread.
+using Kernel = std::function<void(const Instruction& instruction)>;
+
+struct ExecutorOptions {
+  std::int32_t workers = 1;               // worker threads, >= 1
+};
+
+struct RunOptions {
+  std::int32_t max_concurrent = 0;        // instructions of this run in flight at once; 0: no cap
+  double stall_timeout_s = 300.0;         // > 0: fail with Error(Stalled) after this long without any instruction finishing
+  std::shared_ptr<CancelToken> cancel;    // shared with the caller; may be null
+};
+
+struct RunState;  // per-run bookkeeping, private to executor.cc
+
+// Owns its worker threads: spawned in the constructor, drained and joined in the
+// destructor (which waits for kernels still running after a stall). run() is
+// thread-safe: several callers may run schedules at once and share
+// the workers. The executor must outlive every run() call.
+class Executor {
+ public:
+  // Throws Error(InvalidArgument) if options.workers < 1.
+  explicit Executor(ExecutorOptions options);
+  ~Executor();
+  Executor(const Executor&) = delete;
+  Executor& operator=(const Executor&) = delete;
+
+  // Runs every instruction of `schedule` after all of its dependencies, calling `kernel`
+  // for each, and blocks until the run ends. Independent instructions run concurrently
+  // on different workers (up to options.max_concurrent). When an instruction finishes
+  // and makes exactly one successor ready, the same worker runs it next.
+  //
+  // Ends early, throwing, when:
+  //  - a kernel throws: no further instruction starts; run() waits for those in flight,
+  //    then rethrows the first exception;
+  //  - options.cancel is consumed (checked at the start and before every instruction):
+  //    Error(Cancelled);
+  //  - no instruction finishes for options.stall_timeout_s while some are in flight:
+  //    Error(Stalled) naming the instructions still running. run() returns at once
+  //    without waiting for them; their workers stay busy until the kernels return.
+  //
+  // The run keeps `schedule` and `kernel` alive until its last in-flight kernel call
+  // returns, which after a stall may be later than run() itself.
+  //
+  // Returns the telemetry of the run. Throws Error(InvalidArgument) for bad options.
+  RunReport run(std::shared_ptr<const Schedule> schedule, Kernel kernel, const RunOptions& options);
+
+  // Number of worker threads.
+  std::int32_t workers() const noexcept { return static_cast<std::int32_t>(threads_.size()); }
+
+ private:
+  struct Task {
+    std::shared_ptr<RunState> run;
+    std::size_t index;  // position in the run's schedule
+  };
+
+  void worker_loop(std::int32_t worker);
+  void execute(std::int32_t worker, Task task);
+  void push(Task task);
+
+  std::mutex mutex_;
+  std::condition_variable work_available_;
+  std::deque<Task> queue_;
+  bool stopping_ = false;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace tt

@@ -1,0 +1,33 @@
+// Per-instruction telemetry of one run, and its Chrome-trace rendering.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tt {
+
+// What happened to one instruction during a run. A plain value.
+struct InstructionRecord {
+  std::int64_t id = 0;
+  std::string label;
+  std::string kind;             // instruction_kind_name() of the instruction
+  std::string device;
+  std::int32_t worker = -1;     // executor worker that ran it; -1 if it did not run
+  double start_us = 0.0;        // microseconds since the run started
+  double end_us = 0.0;
+  bool ran = false;             // false when skipped after an error or cancellation
+};
+
+// A plain value, returned by Executor::run and kept by the Python side as last_report.
+struct RunReport {
+  std::vector<InstructionRecord> records;  // one per instruction, in schedule order
+  double wall_us = 0.0;                    // from the run's start until run() returned
+  std::int32_t workers = 0;                // worker threads the executor had
+};
+
+// Chrome trace-event JSON ("traceEvents" with complete "X" events, one thread row per
+// worker) that chrome://tracing and Perfetto open. Skipped instructions are left out.
+std::string chrome_trace_json(const RunReport& report);
+
+}  // namespace tt

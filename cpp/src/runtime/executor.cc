@@ -1,0 +1,296 @@
+// Thread-pool executor: dispatches a schedule's instructions as their dependency counts reach zero.
+#include "tt/runtime/executor.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <exception>
+#include <functional>
+#include <optional>
+#include <queue>
+#include <set>
+#include <sstream>
+#include <string>
+#include <utility>
+
+#include "tt/common/error.h"
+
+namespace tt {
+
+using Clock = std::chrono::steady_clock;
+
+// Bookkeeping of one run(). Shared by the caller and every Task of the run, so it stays
+// alive for kernels still running after run() gave up on a stall.
+struct RunState {
+  RunState(std::shared_ptr<const Schedule> schedule_in, Kernel kernel_in, RunOptions options_in)
+      : schedule(std::move(schedule_in)),
+        kernel(std::move(kernel_in)),
+        options(std::move(options_in)),
+        records(schedule->size()),
+        start(Clock::now()),
+        last_progress(start) {
+    remaining.reserve(schedule->size());
+    for (std::size_t i = 0; i < schedule->size(); ++i) remaining.push_back(schedule->dependency_count(i));
+  }
+
+  const std::shared_ptr<const Schedule> schedule;
+  const Kernel kernel;
+  const RunOptions options;
+
+  // records[i] is written only by the worker that runs instruction i, before it reports
+  // the finish under `mutex`; the caller reads it only after in_flight reaches zero.
+  std::vector<InstructionRecord> records;
+  const Clock::time_point start;
+
+  // Everything below is guarded by `mutex`.
+  std::mutex mutex;
+  std::condition_variable idle;  // notified when in_flight drops to zero
+  std::vector<std::size_t> remaining;  // unfinished dependencies per instruction
+  // Dispatched instructions (queued or running). When zero the run is over: each
+  // finish dispatches its newly ready successors before giving up its own slot.
+  std::size_t in_flight = 0;
+  std::size_t finished = 0;
+  std::set<std::size_t> running;  // positions whose kernel is executing, for the stall message
+  // Ready but not dispatched because max_concurrent were in flight; lowest position first.
+  std::priority_queue<std::size_t, std::vector<std::size_t>, std::greater<>> held;
+  bool failed = false;        // no instruction may start any more
+  std::exception_ptr error;   // the first failure; rethrown by run()
+  Clock::time_point last_progress;
+
+  double micros_since_start() const {
+    return std::chrono::duration<double, std::micro>(Clock::now() - start).count();
+  }
+
+  const Instruction& instruction(std::size_t index) const { return schedule->instructions()[index]; }
+
+  bool under_cap() const {
+    return options.max_concurrent == 0 || in_flight < static_cast<std::size_t>(options.max_concurrent);
+  }
+
+  // Requires `mutex`. Moves held instructions into `dispatch` while the cap allows.
+  void release_held(std::vector<std::size_t>& dispatch) {
+    while (!held.empty() && under_cap()) {
+      ++in_flight;
+      dispatch.push_back(held.top());
+      held.pop();
+    }
+  }
+
+  // Requires `mutex`. The first error wins; later ones are dropped.
+  void fail(std::exception_ptr failure) {
+    if (!error) error = std::move(failure);
+    failed = true;
+    held = {};  // never started, so their records keep ran == false
+  }
+
+  // Requires `mutex`. Gives up one dispatch slot and wakes the caller when it was the last.
+  void leave() {
+    if (--in_flight == 0) idle.notify_all();
+  }
+};
+
+namespace {
+
+std::string display_name(const Instruction& instruction) {
+  return instruction.label.empty() ? "instruction " + std::to_string(instruction.id) : instruction.label;
+}
+
+void validate(const std::shared_ptr<const Schedule>& schedule, const Kernel& kernel, const RunOptions& options) {
+  if (!schedule) throw Error(ErrorCode::InvalidArgument, "executor: schedule is null");
+  if (!kernel) throw Error(ErrorCode::InvalidArgument, "executor: kernel is empty");
+  if (!(options.stall_timeout_s > 0.0) || !std::isfinite(options.stall_timeout_s)) {
+    throw Error(ErrorCode::InvalidArgument,
+                "executor: stall_timeout_s must be positive and finite, got " + std::to_string(options.stall_timeout_s));
+  }
+  if (options.max_concurrent < 0) {
+    throw Error(ErrorCode::InvalidArgument,
+                "executor: max_concurrent must be >= 0, got " + std::to_string(options.max_concurrent));
+  }
+}
+
+// Requires the run's mutex. Builds the Stalled error naming what the run still waits for.
+Error stall_error(const RunState& state) {
+  std::ostringstream message;
+  message << "no instruction finished in " << state.options.stall_timeout_s << " s; still running: ";
+  if (state.running.empty()) {
+    // Everything dispatched is queued behind other runs' kernels on busy workers.
+    message << "none (" << state.in_flight << " waiting for a worker)";
+  }
+  const char* separator = "";
+  for (std::size_t index : state.running) {
+    message << separator << display_name(state.instruction(index));
+    separator = ", ";
+  }
+  return Error(ErrorCode::Stalled, message.str());
+}
+
+}  // namespace
+
+Executor::Executor(ExecutorOptions options) {
+  if (options.workers < 1) {
+    throw Error(ErrorCode::InvalidArgument, "executor: workers must be >= 1, got " + std::to_string(options.workers));
+  }
+  threads_.reserve(static_cast<std::size_t>(options.workers));
+  try {
+    for (std::int32_t worker = 0; worker < options.workers; ++worker) {
+      threads_.emplace_back([this, worker] { worker_loop(worker); });
+    }
+  } catch (...) {
+    // The destructor will not run for a half-built executor; stop the threads we have.
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    work_available_.notify_all();
+    for (std::thread& thread : threads_) thread.join();
+    throw;
+  }
+}
+
+Executor::~Executor() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  work_available_.notify_all();
+  // Joining waits for kernels still running after a stall; queued tasks are dropped.
+  for (std::thread& thread : threads_) thread.join();
+}
+
+void Executor::push(Task task) {
+  {
+    std::lock_guard lock(mutex_);
+    queue_.push_back(std::move(task));
+  }
+  work_available_.notify_one();
+}
+
+void Executor::worker_loop(std::int32_t worker) {
+  for (;;) {
+    std::unique_lock lock(mutex_);
+    work_available_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+    if (stopping_) return;
+    Task task = std::move(queue_.front());
+    queue_.pop_front();
+    lock.unlock();
+    execute(worker, std::move(task));
+  }
+}
+
+void Executor::execute(std::int32_t worker, Task task) {
+  RunState& state = *task.run;
+  std::size_t index = task.index;
+  // Each pass runs one instruction; a pass that makes successors ready continues with the
+  // lowest of them here, skipping a round trip through the shared queue.
+  for (;;) {
+    const Instruction& instruction = state.instruction(index);
+    {
+      std::lock_guard lock(state.mutex);
+      if (state.failed) {
+        state.leave();  // skipped: its record keeps ran == false
+        return;
+      }
+      if (state.options.cancel && state.options.cancel->consume()) {
+        state.fail(std::make_exception_ptr(Error(
+            ErrorCode::Cancelled,
+            "run cancelled before instruction " +
+                (instruction.label.empty() ? std::to_string(instruction.id) : instruction.label))));
+        state.leave();
+        return;
+      }
+      state.running.insert(index);
+    }
+
+    InstructionRecord& record = state.records[index];
+    record.worker = worker;
+    record.start_us = state.micros_since_start();
+    std::exception_ptr failure;
+    try {
+      state.kernel(instruction);
+    } catch (...) {
+      failure = std::current_exception();
+    }
+    record.end_us = state.micros_since_start();
+    record.ran = true;
+
+    std::optional<std::size_t> next;  // inherits this instruction's dispatch slot
+    std::vector<std::size_t> dispatch;
+    {
+      std::lock_guard lock(state.mutex);
+      state.running.erase(index);
+      ++state.finished;
+      state.last_progress = Clock::now();
+      if (failure) {
+        state.fail(std::move(failure));
+      } else if (!state.failed) {
+        for (std::size_t successor : state.schedule->successors(index)) {
+          if (--state.remaining[successor] != 0) continue;
+          if (next) {
+            state.held.push(successor);
+          } else {
+            next = successor;
+          }
+        }
+      }
+      if (!next) state.leave();
+      state.release_held(dispatch);
+    }
+    for (std::size_t ready : dispatch) push(Task{task.run, ready});
+    if (!next) return;
+    index = *next;
+  }
+}
+
+RunReport Executor::run(std::shared_ptr<const Schedule> schedule, Kernel kernel, const RunOptions& options) {
+  validate(schedule, kernel, options);
+  if (options.cancel && options.cancel->consume()) {
+    throw Error(ErrorCode::Cancelled, "run cancelled before it started");
+  }
+
+  auto state = std::make_shared<RunState>(std::move(schedule), std::move(kernel), options);
+  for (std::size_t i = 0; i < state->schedule->size(); ++i) {
+    const Instruction& instruction = state->instruction(i);
+    InstructionRecord& record = state->records[i];
+    record.id = instruction.id;
+    record.label = instruction.label;
+    record.kind = instruction_kind_name(instruction.kind);
+    record.device = instruction.device;
+  }
+
+  std::vector<std::size_t> dispatch;
+  {
+    std::lock_guard lock(state->mutex);
+    for (std::size_t root : state->schedule->roots()) state->held.push(root);
+    state->release_held(dispatch);
+  }
+  for (std::size_t root : dispatch) push(Task{state, root});
+
+  {
+    // Wait in slices so the stall check runs even when nothing notifies.
+    const std::chrono::duration<double> stall_timeout(state->options.stall_timeout_s);
+    const std::chrono::duration<double> slice = std::min(stall_timeout, std::chrono::duration<double>(0.05));
+    std::unique_lock lock(state->mutex);
+    while (state->in_flight > 0) {
+      state->idle.wait_for(lock, slice);
+      if (state->in_flight > 0 && Clock::now() - state->last_progress > stall_timeout) {
+        // Leave the stuck kernels running: the Tasks own the state. If a kernel already
+        // failed, that first error explains the run better than the stall does.
+        state->fail(std::make_exception_ptr(stall_error(*state)));
+        std::rethrow_exception(state->error);
+      }
+    }
+    if (state->error) std::rethrow_exception(state->error);
+    if (state->finished != state->schedule->size()) {
+      throw Error(ErrorCode::Internal, "executor: run ended with " + std::to_string(state->finished) + " of " +
+                                           std::to_string(state->schedule->size()) + " instructions finished");
+    }
+  }
+
+  RunReport report;
+  report.records = std::move(state->records);
+  report.wall_us = state->micros_since_start();
+  report.workers = workers();
+  return report;
+}
+
+}  // namespace tt

@@ -1,0 +1,108 @@
+"""tt.compile: capture, partition, plan and build a CompiledModule."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import torch
+from torch import nn
+
+from .capture import InputSignature, capture_model, normalize
+from .capture.export import check_model
+from .config import CompileConfig
+from .errors import InvalidArgumentError, UnsupportedError
+from .observe.explain import explain
+from .observe.progress import CompileProgress
+from .partition import layer_paths, partition
+from .planning import build_plan
+from .runtime import CompiledModule
+from .runtime.program_runner import ProgramRunner
+
+log = logging.getLogger(__name__)
+
+STAGES = ["export", "partition", "plan", "build"]
+
+
+def compile(
+    model: nn.Module,
+    example_inputs: tuple | list | torch.Tensor = (),
+    config: CompileConfig | None = None,
+    devices: str | list[str] = "auto",
+    *,
+    example_kwargs: dict[str, Any] | None = None,
+) -> CompiledModule:
+    """Compiles `model` for the shapes of `example_inputs` (and `example_kwargs`).
+
+    Returns a CompiledModule whose calls give the same outputs as `model` in eval mode.
+    The model's own training/eval flags are left as they were.
+    """
+    model = check_model(model)
+    args = _as_args(example_inputs)
+    kwargs = _as_kwargs(example_kwargs)
+    config = _as_config(config)
+    _check_devices(devices)
+
+    with CompileProgress(STAGES) as progress:
+        with progress.stage("export"):
+            program = normalize(capture_model(model, args, kwargs))
+            signature = InputSignature(args, kwargs)
+        with progress.stage("partition"):
+            regions = partition(program, layer_paths(model), config.max_region_nodes)
+        with progress.stage("plan"):
+            plan = build_plan(regions, config)
+        with progress.stage("build"):
+            runner = ProgramRunner(program, regions)
+            report = explain(type(model).__qualname__, signature.describe(), program, regions, plan, config)
+            compiled = CompiledModule(
+                model=model, signature=signature, runner=runner, plan=plan, explain_text=report
+            )
+    log.info(
+        "compiled %s: %d region(s), direct path %s",
+        type(model).__qualname__,
+        len(regions),
+        "taken" if plan.direct else "not taken",
+    )
+    return compiled
+
+
+def _as_args(example_inputs: object) -> tuple:
+    if isinstance(example_inputs, torch.Tensor):
+        return (example_inputs,)
+    if isinstance(example_inputs, (tuple, list)):
+        return tuple(example_inputs)
+    raise InvalidArgumentError(
+        f"tt.compile: example_inputs: expected a tuple of inputs or a tensor, got {type(example_inputs).__name__}"
+    )
+
+
+def _as_kwargs(example_kwargs: object) -> dict:
+    if example_kwargs is None:
+        return {}
+    if not isinstance(example_kwargs, dict) or not all(isinstance(k, str) for k in example_kwargs):
+        raise InvalidArgumentError(
+            f"tt.compile: example_kwargs: expected a dict with str keys, got {type(example_kwargs).__name__}"
+        )
+    return dict(example_kwargs)
+
+
+def _as_config(config: object) -> CompileConfig:
+    if config is None:
+        return CompileConfig()
+    if not isinstance(config, CompileConfig):
+        raise InvalidArgumentError(f"tt.compile: config: expected a tt.CompileConfig, got {type(config).__name__}")
+    return config
+
+
+def _check_devices(devices: object) -> None:
+    """Only the CPU exists so far; anything else is refused rather than silently ignored."""
+    requested = [devices] if isinstance(devices, str) else devices
+    if not isinstance(requested, (list, tuple)) or not all(isinstance(d, str) for d in requested):
+        raise InvalidArgumentError(
+            f"tt.compile: devices: expected 'auto', 'cpu' or a list of device names, got {devices!r}"
+        )
+    unsupported = [d for d in requested if d not in ("auto", "cpu")]
+    if unsupported or not requested:
+        raise UnsupportedError(
+            f"tt.compile: devices: this version runs on 'cpu' (or 'auto'), got {devices!r}"
+        )

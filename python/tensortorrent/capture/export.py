@@ -1,0 +1,58 @@
+"""torch.export of a user's model under eval-mode semantics, with clear errors."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import warnings
+from collections.abc import Iterator
+
+import torch
+from torch import nn
+
+from ..errors import CaptureError, InvalidArgumentError
+
+log = logging.getLogger(__name__)
+
+
+@contextlib.contextmanager
+def eval_mode(model: nn.Module) -> Iterator[None]:
+    """Puts every submodule in eval mode, then restores each one's own training flag."""
+    modes = [(module, module.training) for module in model.modules()]
+    model.eval()
+    try:
+        yield
+    finally:
+        for module, training in modes:
+            module.training = training
+
+
+def check_model(model: object) -> nn.Module:
+    """The model itself, or InvalidArgumentError when it is not an nn.Module."""
+    if not isinstance(model, nn.Module):
+        raise InvalidArgumentError(
+            f"tt.compile: expected a torch.nn.Module, got {type(model).__module__}.{type(model).__qualname__}"
+        )
+    return model
+
+
+def capture_model(model: nn.Module, args: tuple, kwargs: dict) -> torch.export.ExportedProgram:
+    """Exports `model` at the example inputs and functionalizes the graph.
+
+    Functionalization rewrites in-place ops as pure ones, so that regions never mutate a
+    value another region reads and may run concurrently. Eval mode gives inference
+    semantics (BatchNorm uses running stats, Dropout is the identity); the caller's
+    training flags are restored afterwards, whatever happens.
+    """
+    with eval_mode(model), torch.no_grad():
+        try:
+            exported = torch.export.export(model, args, kwargs)
+        except Exception as error:  # export raises many types; all mean "cannot capture"
+            reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+            raise CaptureError(
+                f"torch.export could not capture {type(model).__qualname__}: {type(error).__name__}: {reason}"
+            ) from error
+        with warnings.catch_warnings():
+            # torch's own deepcopy of the pytree specs warns about its deprecated LeafSpec.
+            warnings.simplefilter("ignore", FutureWarning)
+            return exported.run_decompositions({})

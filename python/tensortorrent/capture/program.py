@@ -1,0 +1,136 @@
+"""One normalized graph: every placeholder bound to a value slot, shared weights bound once."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import fx
+from torch.export.graph_signature import InputKind, OutputKind
+
+from ..errors import UnsupportedError
+
+
+@dataclass(frozen=True)
+class BoundTensor:
+    """A parameter, buffer or constant that lives in one slot for the program's lifetime.
+
+    Tied weights (one tensor under several names) share a BoundTensor, so they are held,
+    counted and later placed once.
+    """
+
+    slot: int
+    names: tuple[str, ...]
+    kind: str  # "parameter", "buffer" or "constant"
+    tensor: torch.Tensor
+
+    @property
+    def nbytes(self) -> int:
+        return self.tensor.numel() * self.tensor.element_size()
+
+
+@dataclass(frozen=True)
+class OutputRef:
+    """One flat user output: a slot's value, or a constant the graph returns as is."""
+
+    node: fx.Node | None
+    constant: Any = None
+
+
+@dataclass
+class NormalizedProgram:
+    """The exported graph with its placeholders resolved to slots.
+
+    Slots index one flat list of values per call ("the environment"): bound tensors
+    first, then user inputs; the partitioner appends slots for values that cross regions.
+    """
+
+    graph_module: fx.GraphModule
+    in_spec: Any
+    out_spec: Any
+    bound: list[BoundTensor]
+    slot_of: dict[fx.Node, int]
+    input_slots: list[int]
+    outputs: list[OutputRef]
+    buffer_mutations: list[tuple[fx.Node, torch.Tensor]] = field(default_factory=list)
+
+    @property
+    def compute_nodes(self) -> list[fx.Node]:
+        """The operations, in graph (topological) order."""
+        return [n for n in self.graph_module.graph.nodes if n.op not in ("placeholder", "output")]
+
+    @property
+    def parameter_bytes(self) -> int:
+        return sum(b.nbytes for b in self.bound)
+
+
+def normalize(exported: torch.export.ExportedProgram) -> NormalizedProgram:
+    """Resolves the exported program's placeholders and outputs into slots."""
+    signature = exported.graph_signature
+    graph = exported.graph_module.graph
+    placeholders = [n for n in graph.nodes if n.op == "placeholder"]
+    if len(placeholders) != len(signature.input_specs):
+        raise UnsupportedError(
+            f"exported graph has {len(placeholders)} placeholders but its signature lists {len(signature.input_specs)}"
+        )
+
+    slot_of: dict[fx.Node, int] = {}
+    bound: list[BoundTensor] = []
+    bound_by_identity: dict[int, int] = {}  # id(tensor) -> index in `bound`
+    user_input_nodes: list[fx.Node] = []
+    for node, spec in zip(placeholders, signature.input_specs):
+        if spec.kind == InputKind.USER_INPUT:
+            user_input_nodes.append(node)
+            continue
+        kind, tensor = _bound_value(exported, spec)
+        index = bound_by_identity.get(id(tensor))
+        if index is None:
+            index = len(bound)
+            bound_by_identity[id(tensor)] = index
+            bound.append(BoundTensor(slot=index, names=(spec.target,), kind=kind, tensor=tensor))
+        else:
+            shared = bound[index]
+            bound[index] = BoundTensor(shared.slot, shared.names + (spec.target,), shared.kind, shared.tensor)
+        slot_of[node] = index
+
+    input_slots = []
+    for node in user_input_nodes:
+        slot_of[node] = len(bound) + len(input_slots)
+        input_slots.append(slot_of[node])
+
+    output_node = next(n for n in reversed(graph.nodes) if n.op == "output")
+    outputs: list[OutputRef] = []
+    mutations: list[tuple[fx.Node, torch.Tensor]] = []
+    for value, spec in zip(output_node.args[0], signature.output_specs):
+        if spec.kind == OutputKind.USER_OUTPUT:
+            outputs.append(OutputRef(value) if isinstance(value, fx.Node) else OutputRef(None, value))
+        elif spec.kind == OutputKind.BUFFER_MUTATION:
+            mutations.append((value, exported.state_dict[spec.target]))
+        else:
+            raise UnsupportedError(
+                f"the model's forward {spec.kind.name.lower().replace('_', ' ')} ({spec.target}); "
+                "only buffer mutations are supported"
+            )
+
+    return NormalizedProgram(
+        graph_module=exported.graph_module,
+        in_spec=exported.call_spec.in_spec,
+        out_spec=exported.call_spec.out_spec,
+        bound=bound,
+        slot_of=slot_of,
+        input_slots=input_slots,
+        outputs=outputs,
+        buffer_mutations=mutations,
+    )
+
+
+def _bound_value(exported: torch.export.ExportedProgram, spec) -> tuple[str, torch.Tensor]:
+    if spec.kind == InputKind.PARAMETER:
+        return "parameter", exported.state_dict[spec.target]
+    if spec.kind == InputKind.BUFFER:
+        source = exported.state_dict if spec.persistent else exported.constants
+        return "buffer", source[spec.target]
+    if spec.kind == InputKind.CONSTANT_TENSOR:
+        return "constant", exported.constants[spec.target]
+    raise UnsupportedError(f"exported input '{spec.arg.name}' of kind {spec.kind.name} is not supported")

@@ -1,0 +1,118 @@
+"""What a compiled module accepts: the structure, shapes and dtypes it was compiled for."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.utils._pytree as pytree
+
+from ..errors import InputMismatchError
+
+
+@dataclass(frozen=True)
+class LeafSpec:
+    """One flat input: its path in (args, kwargs) and what it must be."""
+
+    path: str
+    shape: tuple[int, ...] | None  # None: not a tensor
+    dtype: torch.dtype | None
+    device: torch.device | None
+    value: Any = None  # the example value of a non-tensor input, which export baked in
+
+    def describe(self) -> str:
+        if self.shape is None:
+            return f"{type(self.value).__name__} {self.value!r}"
+        return f"tensor of shape {tuple(self.shape)} and dtype {self.dtype}"
+
+
+def _describe(value: Any) -> str:
+    if isinstance(value, torch.Tensor):
+        return f"tensor of shape {tuple(value.shape)} and dtype {value.dtype}"
+    return f"{type(value).__name__} {value!r}"
+
+
+class InputSignature:
+    """Checks a call's inputs against the example inputs and flattens them.
+
+    Shapes are static: a compiled module accepts exactly the shapes and dtypes it was
+    compiled for. Non-tensor inputs (flags, sizes) were specialized by export, so they must
+    equal the example's values. Immutable; safe to share across threads.
+    """
+
+    def __init__(self, args: tuple, kwargs: dict) -> None:
+        self.kwarg_names = tuple(kwargs)
+        leaves_with_paths, self.spec = pytree.tree_flatten_with_path((args, kwargs))
+        self.leaves = tuple(
+            LeafSpec(
+                path=_path_name(path),
+                shape=tuple(v.shape) if isinstance(v, torch.Tensor) else None,
+                dtype=v.dtype if isinstance(v, torch.Tensor) else None,
+                device=v.device if isinstance(v, torch.Tensor) else None,
+                value=None if isinstance(v, torch.Tensor) else v,
+            )
+            for path, v in leaves_with_paths
+        )
+
+    def describe(self) -> str:
+        """A one-line summary such as 'args[0]: tensor of shape (8, 16) and dtype torch.float32'."""
+        return "; ".join(f"{leaf.path}: {leaf.describe()}" for leaf in self.leaves) or "no inputs"
+
+    def flatten(self, args: tuple, kwargs: dict) -> list[Any]:
+        """The flat inputs, in the exported program's order, or InputMismatchError."""
+        if set(kwargs) != set(self.kwarg_names):
+            raise InputMismatchError(
+                f"compiled for keyword inputs {sorted(self.kwarg_names)}, got {sorted(kwargs)}"
+            )
+        ordered_kwargs = {name: kwargs[name] for name in self.kwarg_names}
+        flat, spec = pytree.tree_flatten((args, ordered_kwargs))
+        if spec != self.spec:
+            raise InputMismatchError(
+                f"compiled for inputs structured as {_structure(self.spec)}, got {_structure(spec)}"
+            )
+        for leaf, value in zip(self.leaves, flat):
+            _check_leaf(leaf, value)
+        return flat
+
+
+def _check_leaf(leaf: LeafSpec, value: Any) -> None:
+    if leaf.shape is None:
+        if isinstance(value, torch.Tensor) or value != leaf.value:
+            raise InputMismatchError(
+                f"input {leaf.path}: compiled for the constant {leaf.describe()}, got {_describe(value)}"
+            )
+        return
+    if not isinstance(value, torch.Tensor):
+        raise InputMismatchError(f"input {leaf.path}: compiled for a {leaf.describe()}, got {_describe(value)}")
+    if tuple(value.shape) != leaf.shape:
+        raise InputMismatchError(
+            f"input {leaf.path}: compiled for shape {leaf.shape}, got {tuple(value.shape)}"
+        )
+    if value.dtype != leaf.dtype:
+        raise InputMismatchError(f"input {leaf.path}: compiled for dtype {leaf.dtype}, got {value.dtype}")
+    if value.device != leaf.device:
+        raise InputMismatchError(f"input {leaf.path}: compiled for device {leaf.device}, got {value.device}")
+
+
+def _path_name(path: tuple) -> str:
+    # path starts with the index into (args, kwargs): 0 -> args, 1 -> kwargs
+    head, rest = path[0], path[1:]
+    root = "args" if getattr(head, "idx", None) == 0 else "kwargs"
+    return root + "".join(str(key) for key in rest)
+
+
+def _structure(spec: pytree.TreeSpec) -> str:
+    """A short rendering of a (args, kwargs) spec: positional count, kwarg names, nesting."""
+    args_spec, kwargs_spec = spec.children_specs
+    positional = ", ".join(_shape_of(child) for child in args_spec.children_specs)
+    keywords = ", ".join(f"{k}={_shape_of(c)}" for k, c in zip(kwargs_spec.context or [], kwargs_spec.children_specs))
+    return f"({positional}{', ' if positional and keywords else ''}{keywords})"
+
+
+def _shape_of(spec: pytree.TreeSpec) -> str:
+    if spec.is_leaf():
+        return "*"
+    inner = ", ".join(_shape_of(c) for c in spec.children_specs)
+    kind = spec.type.__name__ if spec.type is not None else "?"
+    return {"tuple": f"({inner})", "list": f"[{inner}]", "dict": f"{{{inner}}}"}.get(kind, f"{kind}({inner})")

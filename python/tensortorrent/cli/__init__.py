@@ -1,0 +1,1 @@
+"""The tensortorrent command line."""

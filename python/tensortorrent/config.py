@@ -1,0 +1,77 @@
+"""CompileConfig, every knob of a compile, and the TT_* environment variables.
+
+Both are validated strictly: a wrong type raises ConfigTypeError (a TypeError), a wrong
+value ConfigValueError (a ValueError), and the message names the field.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, fields
+
+from .errors import ConfigTypeError, ConfigValueError
+
+
+@dataclass(frozen=True)
+class CompileConfig:
+    """How tt.compile partitions, schedules and runs a model.
+
+    max_region_nodes: most graph operations in one region. Regions also end at layer
+        boundaries (the blocks of a ModuleList, such as a transformer's layers).
+    prefer_direct_path: when the plan is a single resident region, call it directly
+        instead of through the executor. TT_DIRECT_PATH=0/1 overrides this.
+    stall_timeout_s: a call fails with ExecutionStalled when no region finishes for this
+        many seconds.
+    max_concurrent_regions: most regions of one call that run at the same time; None
+        means one per usable CPU core.
+    """
+
+    max_region_nodes: int = 256
+    prefer_direct_path: bool = True
+    stall_timeout_s: float = 300.0
+    max_concurrent_regions: int | None = None
+
+    def __post_init__(self) -> None:
+        _check_int("max_region_nodes", self.max_region_nodes, minimum=1)
+        _check_bool("prefer_direct_path", self.prefer_direct_path)
+        _check_positive_seconds("stall_timeout_s", self.stall_timeout_s)
+        if self.max_concurrent_regions is not None:
+            _check_int("max_concurrent_regions", self.max_concurrent_regions, minimum=1)
+
+    def as_dict(self) -> dict[str, object]:
+        """The fields and their values, for reports."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def _type_name(value: object) -> str:
+    return type(value).__name__
+
+
+def _check_int(name: str, value: object, *, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigTypeError(f"CompileConfig.{name}: expected an int, got {_type_name(value)} ({value!r})")
+    if value < minimum:
+        raise ConfigValueError(f"CompileConfig.{name}: expected an int >= {minimum}, got {value}")
+
+
+def _check_bool(name: str, value: object) -> None:
+    if not isinstance(value, bool):
+        raise ConfigTypeError(f"CompileConfig.{name}: expected a bool, got {_type_name(value)} ({value!r})")
+
+
+def _check_positive_seconds(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigTypeError(f"CompileConfig.{name}: expected a number of seconds, got {_type_name(value)} ({value!r})")
+    if not math.isfinite(value) or value <= 0:
+        raise ConfigValueError(f"CompileConfig.{name}: expected a finite number of seconds > 0, got {value}")
+
+
+def env_flag(name: str) -> bool | None:
+    """The value of a 0/1 environment variable, or None when it is unset or empty."""
+    raw = os.environ.get(name, "").strip()
+    if raw == "":
+        return None
+    if raw not in ("0", "1"):
+        raise ConfigValueError(f"environment variable {name}: expected 0 or 1, got {raw!r}")
+    return raw == "1"

@@ -1,0 +1,89 @@
+"""The exceptions TensorTorrent raises: one hierarchy under TensorTorrentError.
+
+Classes that also derive from a builtin (TypeError, ValueError, ...) let callers catch
+either the TensorTorrent type or the familiar Python one.
+"""
+
+from __future__ import annotations
+
+
+class TensorTorrentError(Exception):
+    """Base class of every error TensorTorrent raises on purpose."""
+
+
+class ConfigTypeError(TensorTorrentError, TypeError):
+    """A CompileConfig field or TT_* variable has the wrong type."""
+
+
+class ConfigValueError(TensorTorrentError, ValueError):
+    """A CompileConfig field or TT_* variable has a value outside its allowed range."""
+
+
+class InvalidArgumentError(TensorTorrentError, TypeError):
+    """An argument of a public function is not of the kind it takes (not an nn.Module, ...)."""
+
+
+class CaptureError(TensorTorrentError):
+    """torch.export could not capture the model; the message carries export's reason."""
+
+
+class InputMismatchError(TensorTorrentError, ValueError):
+    """A call's inputs differ in structure, shape, dtype or device from those compiled for."""
+
+
+class UnsupportedError(TensorTorrentError):
+    """A valid request that this version does not support yet."""
+
+
+class ScheduleError(TensorTorrentError, ValueError):
+    """A schedule or native option was rejected (native code InvalidArgument)."""
+
+
+class NotFoundError(TensorTorrentError, LookupError):
+    """A named thing does not exist (native code NotFound)."""
+
+
+class ResourceExhaustedError(TensorTorrentError):
+    """A memory or capacity budget cannot be met (native code ResourceExhausted)."""
+
+
+class IncompatibleError(TensorTorrentError):
+    """Valid input that this build or machine cannot run (native code Incompatible)."""
+
+
+class DataCorruptionError(TensorTorrentError):
+    """Stored bytes failed an integrity check (native code DataCorruption)."""
+
+
+class StorageIOError(TensorTorrentError, OSError):
+    """The operating system refused a read or write (native code IO)."""
+
+
+class ExecutionCancelled(TensorTorrentError):
+    """The call stopped because request_cancel() was called (native code Cancelled)."""
+
+
+class ExecutionStalled(TensorTorrentError, TimeoutError):
+    """No region finished within CompileConfig.stall_timeout_s (native code Stalled)."""
+
+
+class InternalError(TensorTorrentError, RuntimeError):
+    """A broken invariant inside TensorTorrent: a bug worth reporting (native code Internal)."""
+
+
+NATIVE_ERROR_CLASSES: dict[str, type[TensorTorrentError]] = {
+    "InvalidArgument": ScheduleError,
+    "NotFound": NotFoundError,
+    "ResourceExhausted": ResourceExhaustedError,
+    "Incompatible": IncompatibleError,
+    "DataCorruption": DataCorruptionError,
+    "IO": StorageIOError,
+    "Cancelled": ExecutionCancelled,
+    "Stalled": ExecutionStalled,
+    "Internal": InternalError,
+}
+
+
+def native_error_class(code: str) -> type[TensorTorrentError]:
+    """The exception class for a native error code; the bindings' translator calls this."""
+    return NATIVE_ERROR_CLASSES.get(code, InternalError)

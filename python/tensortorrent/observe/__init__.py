@@ -1,0 +1,1 @@
+"""Observability: compile progress, explain() reports and traces."""

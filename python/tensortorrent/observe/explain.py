@@ -1,0 +1,63 @@
+"""The explain() report: regions, the schedule and the direct-path decision, as text."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..capture.program import NormalizedProgram
+from ..config import CompileConfig
+from ..partition import Region
+from ..planning import ExecutionPlan
+
+
+def format_bytes(count: int) -> str:
+    """1536 -> '1.5 KiB'."""
+    value = float(count)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
+def explain(
+    model_name: str,
+    inputs: str,
+    program: NormalizedProgram,
+    regions: Sequence[Region],
+    plan: ExecutionPlan,
+    config: CompileConfig,
+) -> str:
+    """A readable report of what compile decided and why."""
+    tied = sum(1 for b in program.bound if len(b.names) > 1)
+    lines = [
+        f"TensorTorrent plan for {model_name}",
+        f"  inputs: {inputs}",
+        f"  operations: {len(program.compute_nodes)} in {len(regions)} region(s); "
+        f"bound tensors: {len(program.bound)} ({format_bytes(program.parameter_bytes)}"
+        + (f", {tied} tied" if tied else "")
+        + ")",
+        f"  config: " + ", ".join(f"{k}={v}" for k, v in config.as_dict().items()),
+        "",
+        "Regions",
+        f"  {'region':<32} {'ops':>5} {'params':>11} {'device':<7} depends on",
+    ]
+    for region, device in zip(regions, plan.devices):
+        deps = ", ".join(f"r{d}" for d in region.deps) or "-"
+        lines.append(
+            f"  {region.name:<32} {len(region.nodes):>5} {format_bytes(region.parameter_bytes):>11} {device:<7} {deps}"
+        )
+    lines += ["", "Schedule"]
+    if plan.direct:
+        lines.append("  (not used: the direct path calls the region inline)")
+    for position in plan.schedule.topological_order:
+        instruction = plan.schedule.instructions[position]
+        deps = ", ".join(str(d) for d in instruction.deps) or "-"
+        lines.append(f"  {instruction.id:>4}  compute {instruction.label:<32} on {instruction.device}  after {deps}")
+    concurrency = f"up to {plan.max_concurrent} region(s) at once"
+    lines += [
+        "",
+        f"Execution: {concurrency}; stall timeout {plan.stall_timeout_s:g} s",
+        f"Direct path: {plan.direct_reason}",
+    ]
+    return "\n".join(lines)

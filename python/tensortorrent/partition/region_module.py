@@ -1,0 +1,43 @@
+"""Turns a region's nodes into a standalone fx GraphModule: its kernel's code."""
+
+from __future__ import annotations
+
+from torch import fx, nn
+
+from .regions import Region
+
+
+def build_region_module(source: fx.GraphModule, region: Region) -> fx.GraphModule:
+    """A GraphModule taking region.in_nodes' values and returning region.out_nodes' values.
+
+    The returned module is pure (the source graph is functional), holds no parameters of
+    its own and may be called from several threads at once.
+    """
+    graph = fx.Graph()
+    values: dict[fx.Node, fx.Node] = {}
+    for node in region.in_nodes:
+        values[node] = graph.placeholder(node.name)
+        values[node].meta = dict(node.meta)
+    root = nn.Module()
+    for node in region.nodes:
+        if node.op == "get_attr":
+            _copy_attribute(source, root, node.target)
+        values[node] = graph.node_copy(node, lambda n: values[n])
+    graph.output(tuple(values[node] for node in region.out_nodes))
+    module = fx.GraphModule(root, graph, class_name=f"Region{region.index}")
+    return module
+
+
+def _copy_attribute(source: nn.Module, target: nn.Module, dotted: str) -> None:
+    *parents, leaf = dotted.split(".")
+    src, dst = source, target
+    for name in parents:
+        src = getattr(src, name)
+        if not hasattr(dst, name):
+            dst.add_module(name, nn.Module())
+        dst = getattr(dst, name)
+    value = getattr(src, leaf)
+    if isinstance(value, nn.Module):
+        dst.add_module(leaf, value)
+    else:
+        setattr(dst, leaf, value)

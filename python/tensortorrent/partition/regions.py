@@ -1,0 +1,104 @@
+"""Deterministic partition of a graph into layer-sized, straight-line regions."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from torch import fx, nn
+
+from ..capture.program import BoundTensor, NormalizedProgram
+
+
+@dataclass
+class Region:
+    """A contiguous run of graph operations that executes as one kernel call.
+
+    in_nodes are the values it reads from outside (placeholders or earlier regions),
+    out_nodes the values it produces that something outside reads; deps the indices of
+    the regions producing its inputs.
+    """
+
+    index: int
+    layer: str | None
+    nodes: list[fx.Node]
+    in_nodes: list[fx.Node] = field(default_factory=list)
+    out_nodes: list[fx.Node] = field(default_factory=list)
+    bound: list[BoundTensor] = field(default_factory=list)
+    deps: list[int] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return f"r{self.index}" + (f":{self.layer}" if self.layer else "")
+
+    @property
+    def parameter_bytes(self) -> int:
+        return sum(b.nbytes for b in self.bound)
+
+
+def layer_paths(model: nn.Module) -> frozenset[str]:
+    """Module paths that are layers: composite blocks indexed in a container (h.0, layers.3).
+
+    Leaf modules indexed in a Sequential (an MLP's Linear layers) are not layers, so a
+    small MLP stays one region while each block of a transformer becomes its own.
+    """
+    return frozenset(
+        name
+        for name, module in model.named_modules()
+        if name and name.rsplit(".", 1)[-1].isdigit() and next(module.children(), None) is not None
+    )
+
+
+def partition(program: NormalizedProgram, layers: frozenset[str], max_region_nodes: int) -> list[Region]:
+    """Cuts the program's operations, in graph order, into regions.
+
+    A region ends where the layer changes or when it holds max_region_nodes operations.
+    Regions are contiguous in topological order, so every dependency points backwards and
+    the region graph is acyclic. The same graph always gives the same regions.
+    """
+    regions: list[Region] = []
+    previous_layer: str | None = None
+    for node in program.compute_nodes:
+        layer = _layer_of(node, layers, previous_layer)
+        current = regions[-1] if regions else None
+        if current is None or current.layer != layer or len(current.nodes) >= max_region_nodes:
+            current = Region(index=len(regions), layer=layer, nodes=[])
+            regions.append(current)
+        current.nodes.append(node)
+        previous_layer = layer
+    _connect(program, regions)
+    return regions
+
+
+def _layer_of(node: fx.Node, layers: frozenset[str], previous: str | None) -> str | None:
+    stack = node.meta.get("nn_module_stack")
+    if not stack:
+        return previous  # glue ops without a module (getitem, asserts) stay with their neighbours
+    for path, _ in stack.values():
+        if path in layers:
+            return path
+    return None
+
+
+def _connect(program: NormalizedProgram, regions: list[Region]) -> None:
+    """Fills each region's inputs, outputs, bound tensors and dependencies."""
+    owner = {node: region.index for region in regions for node in region.nodes}
+    bound_by_slot = {b.slot: b for b in program.bound}
+    for region in regions:
+        members = set(region.nodes)
+        seen: set[fx.Node] = set()
+        deps: set[int] = set()
+        for node in region.nodes:
+            for source in node.all_input_nodes:
+                if source in members or source in seen:
+                    continue
+                seen.add(source)
+                region.in_nodes.append(source)
+                if source in owner:
+                    deps.add(owner[source])
+                elif program.slot_of[source] in bound_by_slot:
+                    bound = bound_by_slot[program.slot_of[source]]
+                    if bound not in region.bound:
+                        region.bound.append(bound)
+            if any(user not in members for user in node.users):
+                region.out_nodes.append(node)
+        region.deps = sorted(deps)

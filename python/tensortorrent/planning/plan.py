@@ -1,0 +1,75 @@
+"""Builds the execution plan: devices, the native schedule, and the direct-path decision."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from .. import _core
+from ..config import CompileConfig, env_flag
+from ..partition.regions import Region
+
+
+@dataclass(frozen=True)
+class ExecutionPlan:
+    """Everything the runtime needs to know about how a compiled module runs.
+
+    schedule is validated by the C++ core and immutable, so calls on several threads share
+    it. When direct is true, calls run the single region inline and never touch the
+    executor; direct_reason says why the path was or was not taken.
+    """
+
+    schedule: _core.Schedule
+    devices: tuple[str, ...]  # per region
+    direct: bool
+    direct_reason: str
+    max_concurrent: int
+    stall_timeout_s: float
+
+
+def usable_cores() -> int:
+    """CPU cores this process may run on (its affinity mask, not the host's total)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def build_plan(regions: list[Region], config: CompileConfig) -> ExecutionPlan:
+    """Places every region on the CPU (the only device so far) and schedules them."""
+    devices = tuple("cpu" for _ in regions)
+    instructions = [
+        _core.Instruction(
+            id=region.index,
+            kind=_core.InstructionKind.Compute,
+            region=region.index,
+            device=device,
+            label=region.name,
+            deps=region.deps,
+        )
+        for region, device in zip(regions, devices)
+    ]
+    direct, reason = decide_direct_path(len(regions), config)
+    return ExecutionPlan(
+        schedule=_core.Schedule(instructions),
+        devices=devices,
+        direct=direct,
+        direct_reason=reason,
+        max_concurrent=config.max_concurrent_regions or usable_cores(),
+        stall_timeout_s=float(config.stall_timeout_s),
+    )
+
+
+def decide_direct_path(region_count: int, config: CompileConfig) -> tuple[bool, str]:
+    """Whether calls skip the executor, and why. TT_DIRECT_PATH=0/1 overrides the config."""
+    forced = env_flag("TT_DIRECT_PATH")
+    if region_count > 1:
+        note = " (TT_DIRECT_PATH=1 applies only to a single resident region)" if forced else ""
+        return False, f"not taken: {region_count} regions run through the executor by dependency order{note}"
+    if forced is False:
+        return False, "not taken: disabled by TT_DIRECT_PATH=0"
+    if forced is True:
+        return True, "taken: a single resident region on cpu (forced by TT_DIRECT_PATH=1)"
+    if not config.prefer_direct_path:
+        return False, "not taken: disabled by CompileConfig(prefer_direct_path=False)"
+    return True, "taken: a single resident region on cpu is called inline, without an executor round trip"

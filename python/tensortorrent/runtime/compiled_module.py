@@ -1,0 +1,123 @@
+"""CompiledModule: the nn.Module that tt.compile returns."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import threading
+import time
+from typing import Any
+
+import torch
+from torch import nn
+
+from .. import _core
+from ..errors import ExecutionCancelled, TensorTorrentError
+from .program_runner import ProgramRunner
+
+
+class CompiledModule(nn.Module):
+    """Runs a compiled plan; called like the original model, it returns the same outputs.
+
+    Calls are thread-safe: each call has its own environment and they share the region
+    kernels, the schedule and the executor's workers. The original model stays attached
+    (as `.model`), and its parameters are used in place, not copied.
+    """
+
+    def __init__(self, *, model, signature, runner: ProgramRunner, plan, explain_text: str) -> None:
+        super().__init__()
+        self.model = model
+        self._signature = signature
+        self._runner = runner
+        self._plan = plan
+        self._explain_text = explain_text
+        self._cancel = _core.CancelToken()
+        self._executor = None if plan.direct else _core.Executor(workers=plan.max_concurrent)
+        self._report_lock = threading.Lock()
+        self._last_report: _core.RunReport | None = None
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        flat = self._signature.flatten(args, kwargs)
+        if self._plan.direct:
+            return self._call_direct(flat)
+        call = self._runner.new_call(flat)
+        plan = self._plan
+        report = self._executor.run(
+            plan.schedule,
+            call.run_region_on_worker,
+            max_concurrent=plan.max_concurrent,
+            stall_timeout_s=plan.stall_timeout_s,
+            cancel=self._cancel,
+        )
+        self._set_report(report)
+        return call.finish()
+
+    def _call_direct(self, flat: list[Any]) -> Any:
+        if self._cancel.consume():
+            raise ExecutionCancelled("call cancelled before its first region")
+        start = time.perf_counter()
+        with torch.no_grad():
+            outputs = self._runner.run_inline(flat)
+        elapsed_us = (time.perf_counter() - start) * 1e6
+        self._set_report(self._direct_report(elapsed_us))
+        return outputs
+
+    def _direct_report(self, elapsed_us: float) -> _core.RunReport:
+        records = [
+            _core.InstructionRecord(
+                id=instruction.id,
+                label=instruction.label,
+                kind="compute",
+                device=instruction.device,
+                worker=0,
+                start_us=0.0,
+                end_us=elapsed_us,
+                ran=True,
+            )
+            for instruction in self._plan.schedule.instructions
+        ]
+        return _core.RunReport(records=records, wall_us=elapsed_us, workers=1)
+
+    def _set_report(self, report: _core.RunReport) -> None:
+        with self._report_lock:
+            self._last_report = report
+
+    def request_cancel(self) -> None:
+        """Makes the running call, or the next one, raise ExecutionCancelled before its next region."""
+        self._cancel.request()
+
+    @property
+    def last_report(self) -> _core.RunReport | None:
+        """Per-instruction telemetry of the most recent call that finished (None before any)."""
+        with self._report_lock:
+            return self._last_report
+
+    @property
+    def uses_direct_path(self) -> bool:
+        return self._plan.direct
+
+    @property
+    def region_count(self) -> int:
+        return len(self._runner.kernels)
+
+    def explain(self) -> str:
+        """A readable report: regions, schedule and why the direct path was or was not taken."""
+        return self._explain_text
+
+    def trace(self, path: str | os.PathLike) -> str:
+        """Writes the last call's telemetry as Chrome-trace JSON (Perfetto opens it); returns the path."""
+        report = self.last_report
+        if report is None:
+            raise TensorTorrentError("trace: no call has finished yet; call the compiled module first")
+        path = os.fspath(path)
+        directory = os.path.dirname(os.path.abspath(path))
+        # Write beside the target and rename, so a reader never sees a half-written file.
+        fd, tmp = tempfile.mkstemp(prefix=".trace-", suffix=".json", dir=directory)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                handle.write(report.chrome_trace_json())
+            os.replace(tmp, path)
+        except BaseException:
+            os.unlink(tmp)
+            raise
+        return path

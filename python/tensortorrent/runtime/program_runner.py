@@ -1,0 +1,112 @@
+"""Region kernels over one flat environment of value slots, and the state of one call."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.utils._pytree as pytree
+from torch import fx
+
+from ..capture.program import NormalizedProgram
+from ..partition import Region, build_region_module
+
+
+@dataclass(frozen=True)
+class RegionKernel:
+    """The code of one region and the slots it reads and writes."""
+
+    forward: Callable[..., tuple]
+    in_slots: tuple[int, ...]
+    out_slots: tuple[int, ...]
+    transient_in_slots: tuple[int, ...]  # activations whose last reader may be this region
+
+
+class ProgramRunner:
+    """Runs a partitioned program: immutable after construction, shared by all calls."""
+
+    def __init__(self, program: NormalizedProgram, regions: Sequence[Region]) -> None:
+        slot_of: dict[fx.Node, int] = dict(program.slot_of)
+        for region in regions:
+            for node in region.out_nodes:
+                slot_of[node] = len(slot_of)
+        self.slot_count = len(slot_of)
+        self.input_slots = program.input_slots
+        self._bound_values = [b.tensor for b in program.bound]
+        self._first_input_slot = len(program.bound)
+
+        kept = {ref.node for ref in program.outputs if ref.node is not None}
+        kept.update(node for node, _ in program.buffer_mutations)
+        produced = {node for region in regions for node in region.out_nodes}
+        self.readers = [0] * self.slot_count  # regions reading each transient slot
+        self.kernels: list[RegionKernel] = []
+        for region in regions:
+            transient = tuple(slot_of[n] for n in region.in_nodes if n in produced and n not in kept)
+            for slot in transient:
+                self.readers[slot] += 1
+            self.kernels.append(
+                RegionKernel(
+                    forward=build_region_module(program.graph_module, region).forward,
+                    in_slots=tuple(slot_of[n] for n in region.in_nodes),
+                    out_slots=tuple(slot_of[n] for n in region.out_nodes),
+                    transient_in_slots=transient,
+                )
+            )
+        self.outputs = [(slot_of[r.node], None) if r.node is not None else (None, r.constant) for r in program.outputs]
+        self.mutations = [(slot_of[node], buffer) for node, buffer in program.buffer_mutations]
+        self.out_spec = program.out_spec
+
+    def new_call(self, flat_inputs: list[Any]) -> CallState:
+        """The state of one call: a fresh environment holding the bound tensors and inputs."""
+        env: list[Any] = self._bound_values + flat_inputs
+        env.extend([None] * (self.slot_count - len(env)))
+        return CallState(self, env)
+
+    def run_inline(self, flat_inputs: list[Any]) -> Any:
+        """Runs every region in order on the calling thread (the direct path)."""
+        call = self.new_call(flat_inputs)
+        for index in range(len(self.kernels)):
+            call.run_region(index)
+        return call.finish()
+
+
+class CallState:
+    """One call's environment. Region kernels of the call may run on several threads."""
+
+    def __init__(self, runner: ProgramRunner, env: list[Any]) -> None:
+        self._runner = runner
+        self.env = env
+        self._readers_left = list(runner.readers)
+        self._lock = threading.Lock()
+
+    def run_region_on_worker(self, index: int) -> None:
+        """Runs region `index` on an executor worker thread."""
+        torch.set_grad_enabled(False)  # grad mode is per thread; the worker's starts on
+        self.run_region(index)
+
+    def run_region(self, index: int) -> None:
+        """Runs region `index` on the calling thread; its inputs must be ready."""
+        kernel = self._runner.kernels[index]
+        env = self.env
+        outputs = kernel.forward(*[env[slot] for slot in kernel.in_slots])
+        for slot, value in zip(kernel.out_slots, outputs):
+            env[slot] = value
+        if kernel.transient_in_slots:
+            # Regions of one call may finish in any order; the last reader frees the value.
+            with self._lock:
+                for slot in kernel.transient_in_slots:
+                    self._readers_left[slot] -= 1
+                    if self._readers_left[slot] == 0:
+                        env[slot] = None
+
+    def finish(self) -> Any:
+        """Applies buffer mutations and assembles the user's output structure."""
+        env = self.env
+        for slot, buffer in self._runner.mutations:
+            buffer.copy_(env[slot])
+        flat = [env[slot] if slot is not None else constant for slot, constant in self._runner.outputs]
+        flat = [v.detach() if isinstance(v, torch.Tensor) and v.requires_grad else v for v in flat]
+        return pytree.tree_unflatten(flat, self._runner.out_spec)
