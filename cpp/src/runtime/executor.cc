@@ -276,10 +276,14 @@ RunReport Executor::run(std::shared_ptr<const Schedule> schedule, Kernel kernel,
         // Leave the stuck kernels running: the Tasks own the state. If a kernel already
         // failed, that first error explains the run better than the stall does.
         state->fail(std::make_exception_ptr(stall_error(*state)));
-        std::rethrow_exception(state->error);
+        std::rethrow_exception(std::exchange(state->error, nullptr));
       }
     }
-    if (state->error) std::rethrow_exception(state->error);
+    // Taking the error out of the state makes its last reference drop on this thread once
+    // the caller's handler is done, not on whichever worker releases the state last. The
+    // outcome is the same, but ThreadSanitizer cannot see libstdc++'s exception refcount
+    // and would report the cross-thread release as a race.
+    if (state->error) std::rethrow_exception(std::exchange(state->error, nullptr));
     if (state->finished != state->schedule->size()) {
       throw Error(ErrorCode::Internal, "executor: run ended with " + std::to_string(state->finished) + " of " +
                                            std::to_string(state->schedule->size()) + " instructions finished");

@@ -104,15 +104,20 @@ def _path_name(path: tuple) -> str:
 
 def _structure(spec: pytree.TreeSpec) -> str:
     """A short rendering of a (args, kwargs) spec: positional count, kwarg names, nesting."""
-    args_spec, kwargs_spec = spec.children_specs
-    positional = ", ".join(_shape_of(child) for child in args_spec.children_specs)
-    keywords = ", ".join(f"{k}={_shape_of(c)}" for k, c in zip(kwargs_spec.context or [], kwargs_spec.children_specs))
+    args_spec, kwargs_spec = _children(spec)
+    positional = ", ".join(_shape_of(child) for child in _children(args_spec))
+    keywords = ", ".join(f"{k}={_shape_of(c)}" for k, c in zip(kwargs_spec.context or [], _children(kwargs_spec)))
     return f"({positional}{', ' if positional and keywords else ''}{keywords})"
 
 
 def _shape_of(spec: pytree.TreeSpec) -> str:
     if spec.is_leaf():
         return "*"
-    inner = ", ".join(_shape_of(c) for c in spec.children_specs)
+    inner = ", ".join(_shape_of(c) for c in _children(spec))
     kind = spec.type.__name__ if spec.type is not None else "?"
     return {"tuple": f"({inner})", "list": f"[{inner}]", "dict": f"{{{inner}}}"}.get(kind, f"{kind}({inner})")
+
+
+def _children(spec: pytree.TreeSpec) -> list[pytree.TreeSpec]:
+    # torch 2.13 deprecates the children_specs attribute that torch 2.4 only has.
+    return list(spec.children()) if hasattr(spec, "children") else list(spec.children_specs)

@@ -1,0 +1,370 @@
+"""What TensorTorrent's runtime costs on top of eager PyTorch, on the CPU.
+
+1. Executor overhead per region:
+   (a) the native executor alone, running a chain of no-op Python kernels (so the figure
+       includes the GIL crossing per instruction), plus the executor's own view: the mean
+       gap between one instruction's end and the next one's start;
+   (b) a compiled chain of trivial regions (x + 1.0, one op per region) against the same
+       module in eager mode: (compiled - eager) / regions.
+2. compiled/eager latency of an MLP and a transformer block on the direct path (default
+   config), and again with TT_DIRECT_PATH=0 to show the executor path's round trip.
+
+Protocol (BENCHMARKS.md): one process, same inputs, same thread count; warm-up first,
+then timed samples interleaved A, B, A, B. Each sample times a batch of calls sized to
+take about 100 ms and reports the time per call, so that microsecond workloads are
+measurable. Results go to bench/results/ as JSON, and a table to stdout.
+
+Run: .venv/bin/python bench/overhead.py [--quick] [--out PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import platform
+import statistics
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+import torch
+from torch import nn
+
+import tensortorrent as tt
+from tensortorrent import _core
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS_DIR = ROOT / "bench" / "results"
+TARGET_REGION_US = 20.0
+TARGET_RATIO = 1.02
+NATIVE_CHAIN = 2000
+COMPILED_CHAIN = 200
+
+
+@dataclass(frozen=True)
+class Settings:
+    runs: int  # timed samples per system
+    sample_ns: int  # wall time one sample's batch of calls aims at
+    warmup_ns: int  # least time spent warming each system up
+
+
+FULL = Settings(runs=31, sample_ns=100_000_000, warmup_ns=300_000_000)
+QUICK = Settings(runs=5, sample_ns=10_000_000, warmup_ns=20_000_000)
+
+
+# ---- timing -------------------------------------------------------------------------
+
+
+def per_call_us(fn: Callable[[], object], calls: int) -> float:
+    """Mean microseconds per call over `calls` back-to-back calls."""
+    gc.disable()  # a collection inside a sample would be charged to whichever system ran it
+    try:
+        start = time.perf_counter_ns()
+        for _ in range(calls):
+            fn()
+        elapsed = time.perf_counter_ns() - start
+    finally:
+        gc.enable()
+    return elapsed / calls / 1e3
+
+
+def warm_up_and_size(fn: Callable[[], object], settings: Settings) -> int:
+    """Warms `fn` up, then returns how many calls make one sample of about sample_ns."""
+    calls, start = 0, time.perf_counter_ns()
+    while calls < 3 or time.perf_counter_ns() - start < settings.warmup_ns:
+        fn()
+        calls += 1
+    one_call_us = min(per_call_us(fn, 1) for _ in range(3))
+    return max(1, round(settings.sample_ns / 1e3 / one_call_us))
+
+
+def compare(systems: dict[str, Callable[[], object]], settings: Settings) -> dict[str, dict]:
+    """Times the systems interleaved (A, B, A, B, ...) so drift in the machine hits both alike."""
+    batch = {name: warm_up_and_size(fn, settings) for name, fn in systems.items()}
+    samples: dict[str, list[float]] = {name: [] for name in systems}
+    for _ in range(settings.runs):
+        for name, fn in systems.items():
+            samples[name].append(per_call_us(fn, batch[name]))
+    return {name: {**summarize(samples[name]), "calls_per_sample": batch[name]} for name in systems}
+
+
+def summarize(samples: list[float]) -> dict:
+    return {
+        "median_us": statistics.median(samples),
+        "min_us": min(samples),
+        "max_us": max(samples),
+        "samples_us": samples,
+    }
+
+
+# ---- helpers --------------------------------------------------------------------------
+
+
+@contextmanager
+def env_var(name: str, value: str | None) -> Iterator[None]:
+    """Sets (or, with None, unsets) an environment variable for the block, then restores it."""
+    old = os.environ.pop(name, None)
+    if value is not None:
+        os.environ[name] = value
+    try:
+        yield
+    finally:
+        os.environ.pop(name, None)
+        if old is not None:
+            os.environ[name] = old
+
+
+def compile_model(model: nn.Module, x: torch.Tensor, direct_env: str | None, **config) -> tuple:
+    """tt.compile under a given TT_DIRECT_PATH (read at compile time); also returns seconds taken."""
+    with env_var("TT_DIRECT_PATH", direct_env):
+        start = time.perf_counter()
+        compiled = tt.compile(model, example_inputs=(x,), config=tt.CompileConfig(**config))
+    return compiled, time.perf_counter() - start
+
+
+def eager_call(model: nn.Module, x: torch.Tensor) -> Callable[[], torch.Tensor]:
+    def call() -> torch.Tensor:
+        with torch.no_grad():
+            return model(x)
+
+    return call
+
+
+def max_abs_error(compiled: tt.CompiledModule, model: nn.Module, x: torch.Tensor) -> float:
+    with torch.no_grad():
+        return (compiled(x) - model(x)).abs().max().item()
+
+
+def mean_gap_us(report: _core.RunReport) -> float:
+    """Mean time, per the executor's records, from one instruction's end to the next one's start."""
+    records = sorted(report.records, key=lambda r: r.start_us)
+    return statistics.fmean(b.start_us - a.end_us for a, b in zip(records, records[1:]))
+
+
+def mean_kernel_us(report: _core.RunReport) -> float:
+    return statistics.fmean(r.end_us - r.start_us for r in report.records)
+
+
+def usable_cores() -> int:
+    return len(os.sched_getaffinity(0))
+
+
+# ---- figure 1: executor overhead per region -------------------------------------------
+
+
+def chain_schedule(n: int) -> _core.Schedule:
+    return _core.Schedule([
+        _core.Instruction(id=i, kind=_core.InstructionKind.Compute, region=i, device="cpu",
+                          label=f"r{i}", deps=[i - 1] if i else [])
+        for i in range(n)
+    ])
+
+
+def bench_native_executor(settings: Settings) -> dict:
+    # One worker per usable core, as a compiled module with the default config gets.
+    executor = _core.Executor(workers=usable_cores())
+    schedule = chain_schedule(NATIVE_CHAIN)
+
+    def run_chain() -> _core.RunReport:
+        return executor.run(schedule, lambda region: None, max_concurrent=0, stall_timeout_s=300.0, cancel=None)
+
+    timing = compare({"executor": run_chain}, settings)["executor"]
+    per_instruction = summarize([v / NATIVE_CHAIN for v in timing["samples_us"]])
+    # The executor's own view, from separate calls so reading records stays out of the timing.
+    reports = [run_chain() for _ in range(settings.runs)]
+    return {
+        "instructions": NATIVE_CHAIN,
+        "workers": reports[0].workers,
+        "calls_per_sample": timing["calls_per_sample"],
+        "per_instruction": per_instruction,
+        "executor_gap_us_median": statistics.median(mean_gap_us(r) for r in reports),
+        "executor_wall_per_instruction_us_median": statistics.median(r.wall_us / NATIVE_CHAIN for r in reports),
+        "target_us": TARGET_REGION_US,
+        "meets_target": per_instruction["median_us"] < TARGET_REGION_US,
+    }
+
+
+class AddChain(nn.Module):
+    """x + 1.0, n times; compiled with max_region_nodes=1 every add is its own region."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__()
+        self.n = n
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for _ in range(self.n):
+            x = x + 1.0
+        return x
+
+
+def bench_compiled_chain(settings: Settings) -> dict:
+    torch.manual_seed(0)
+    model, x = AddChain(COMPILED_CHAIN).eval(), torch.randn(1)
+    compiled, compile_s = compile_model(model, x, None, max_region_nodes=1)
+    timing = compare({"eager": eager_call(model, x), "compiled": lambda: compiled(x)}, settings)
+    overhead = (timing["compiled"]["median_us"] - timing["eager"]["median_us"]) / COMPILED_CHAIN
+    compiled(x)  # a fresh report for the executor's view
+    report = compiled.last_report
+    return {
+        "regions": compiled.region_count,
+        "uses_direct_path": compiled.uses_direct_path,
+        "compile_s": compile_s,
+        "timing": timing,
+        "overhead_per_region_us": overhead,
+        "executor_gap_us": mean_gap_us(report),
+        "region_kernel_us": mean_kernel_us(report),
+        "max_abs_error": max_abs_error(compiled, model, x),
+        "target_us": TARGET_REGION_US,
+        "meets_target": overhead < TARGET_REGION_US,
+    }
+
+
+# ---- figure 2: compiled/eager latency --------------------------------------------------
+
+
+def mlp() -> nn.Module:
+    """8 x (Linear(2048, 2048), ReLU), the last ReLU included."""
+    return nn.Sequential(*[layer for _ in range(8) for layer in (nn.Linear(2048, 2048), nn.ReLU())])
+
+
+def transformer_block() -> nn.Module:
+    return nn.TransformerEncoderLayer(d_model=256, nhead=4, batch_first=True)
+
+
+WORKLOADS = {
+    "mlp_2048x8_batch8": (mlp, (8, 2048)),
+    "transformer_block_d256_h4": (transformer_block, (8, 32, 256)),
+}
+
+
+def bench_latency(model: nn.Module, x: torch.Tensor, direct_env: str | None, settings: Settings) -> dict:
+    compiled, compile_s = compile_model(model, x, direct_env)
+    timing = compare({"eager": eager_call(model, x), "compiled": lambda: compiled(x)}, settings)
+    return {
+        "uses_direct_path": compiled.uses_direct_path,
+        "regions": compiled.region_count,
+        "compile_s": compile_s,
+        "timing": timing,
+        "ratio_of_medians": timing["compiled"]["median_us"] / timing["eager"]["median_us"],
+        "max_abs_error": max_abs_error(compiled, model, x),
+    }
+
+
+def bench_workload(build: Callable[[], nn.Module], shape: tuple, settings: Settings) -> dict:
+    torch.manual_seed(0)  # each workload's weights and input independent of the others' order
+    model, x = build().eval(), torch.randn(*shape)
+    direct = bench_latency(model, x, None, settings)
+    direct.update(target_ratio=TARGET_RATIO, meets_target=direct["ratio_of_medians"] <= TARGET_RATIO)
+    # Informational: the same plan forced through the executor (TT_DIRECT_PATH=0).
+    return {"input_shape": list(shape), "direct": direct, "executor": bench_latency(model, x, "0", settings)}
+
+
+# ---- machine, output ----------------------------------------------------------------------
+
+
+def machine() -> dict:
+    cpuinfo = Path("/proc/cpuinfo").read_text().splitlines()
+    meminfo = Path("/proc/meminfo").read_text().splitlines()
+    mem_kib = next(int(line.split()[1]) for line in meminfo if line.startswith("MemTotal:"))
+    return {
+        "cpu_model": next((line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name")), None),
+        "cores_usable": usable_cores(),
+        "ram_gib": round(mem_kib / 2**20, 1),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "tensortorrent": tt.__version__,
+        "git_commit": git("rev-parse", "HEAD"),
+        "git_dirty": bool(git("status", "--porcelain")),
+    }
+
+
+def git(*args: str) -> str | None:
+    """Output of a git command in the repo, or None where git or the repo is missing."""
+    try:
+        done = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+def write_json(data: dict, path: Path) -> None:
+    """Writes beside the target and renames, so a reader never sees a half-written file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".overhead-", suffix=".json", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(data, handle, indent=2)
+            handle.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def spread(t: dict) -> str:
+    return f"{t['median_us']:10.1f} ({t['min_us']:.1f}-{t['max_us']:.1f})"
+
+
+def print_table(results: dict) -> None:
+    native, chain = results["executor_overhead"]["native"], results["executor_overhead"]["compiled_chain"]
+    yes_no = {True: "yes", False: "NO"}
+    print(f"\n1. Executor overhead per region (target < {TARGET_REGION_US:g} us)")
+    p = native["per_instruction"]
+    print(f"  (a) native executor, {native['instructions']}-instruction chain, no-op Python kernel:")
+    print(f"      {p['median_us']:.2f} us/instruction (min {p['min_us']:.2f}, max {p['max_us']:.2f}); "
+          f"executor gap end->next start {native['executor_gap_us_median']:.2f} us   "
+          f"meets target: {yes_no[native['meets_target']]}")
+    print(f"  (b) compiled {chain['regions']}-region chain of x + 1.0 vs eager, us/call median (min-max):")
+    print(f"      eager {spread(chain['timing']['eager'])}   compiled {spread(chain['timing']['compiled'])}")
+    print(f"      -> {chain['overhead_per_region_us']:.2f} us/region (executor gap {chain['executor_gap_us']:.2f}, "
+          f"region kernel {chain['region_kernel_us']:.2f}); max abs err {chain['max_abs_error']:.3g}   "
+          f"meets target: {yes_no[chain['meets_target']]}")
+    print(f"\n2. compiled/eager latency, us/call median (min-max); target ratio <= {TARGET_RATIO} on the direct path")
+    print(f"  {'workload':27} {'path':9} {'regions':>7} {'eager':>27} {'compiled':>27} {'ratio':>6}  target")
+    for name, w in results["latency"].items():
+        for path in ("direct", "executor"):
+            r = w[path]
+            taken = "direct" if r["uses_direct_path"] else "executor"
+            target = yes_no[r["meets_target"]] if "meets_target" in r else "(info)"
+            print(f"  {name:27} {taken:9} {r['regions']:7} {spread(r['timing']['eager']):>27} "
+                  f"{spread(r['timing']['compiled']):>27} {r['ratio_of_medians']:6.3f}  {target}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="few short samples (a smoke test, not a measurement)")
+    parser.add_argument("--out", type=Path, help="write the JSON here only, instead of bench/results/")
+    args = parser.parse_args()
+    settings = QUICK if args.quick else FULL
+    threads = torch.get_num_threads()
+    started = datetime.now(timezone.utc)
+    results = {
+        "benchmark": "overhead",
+        "mode": "quick" if args.quick else "full",
+        "utc": started.isoformat(timespec="seconds"),
+        "machine": machine(),
+        "torch_threads": threads,
+        "settings": {"runs": settings.runs, "sample_ms": settings.sample_ns / 1e6, "warmup_ms": settings.warmup_ns / 1e6},
+        "executor_overhead": {"native": bench_native_executor(settings), "compiled_chain": bench_compiled_chain(settings)},
+        "latency": {name: bench_workload(build, shape, settings) for name, (build, shape) in WORKLOADS.items()},
+    }
+    results["torch_threads_at_end"] = torch.get_num_threads()  # should equal torch_threads
+    results["duration_s"] = (datetime.now(timezone.utc) - started).total_seconds()
+    print_table(results)
+    stamp = started.strftime("%Y%m%dT%H%M%SZ")
+    paths = [args.out] if args.out else [RESULTS_DIR / f"overhead-{stamp}.json", RESULTS_DIR / "overhead-latest.json"]
+    for path in paths:
+        write_json(results, path)
+    print(f"\nresults: {', '.join(str(p) for p in paths)}  ({results['duration_s']:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,84 @@
+"""Shared test helpers: parity checks against eager PyTorch and test-only custom ops."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+import torch
+
+import tensortorrent as tt
+
+
+def eager_outputs(model: torch.nn.Module, args: tuple, kwargs: dict | None = None):
+    """The model's outputs in eval mode, without grad, leaving its mode as it was."""
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            return model(*args, **(kwargs or {}))
+    finally:
+        model.train(was_training)
+
+
+def assert_parity(model: torch.nn.Module, args: tuple, kwargs: dict | None = None, **compile_kwargs):
+    """Compiles `model`, checks outputs against eager (default tolerances) and returns it."""
+    compiled = tt.compile(model, example_inputs=args, example_kwargs=kwargs, **compile_kwargs)
+    expected = eager_outputs(model, args, kwargs)
+    got = compiled(*args, **(kwargs or {}))
+    torch.testing.assert_close(got, expected)
+    assert type(got) is type(expected)
+    return compiled
+
+
+class Hooks:
+    """What the test ops do when they run inside a region; tests set these callbacks."""
+
+    lock = threading.Lock()
+    on_probe = None  # called with the probe's tag
+    calls: list[int] = []
+
+
+@torch.library.custom_op("tt_test::probe", mutates_args=())
+def probe(x: torch.Tensor, tag: int) -> torch.Tensor:
+    """Identity that records its tag and runs Hooks.on_probe: a window into a running call."""
+    with Hooks.lock:
+        Hooks.calls.append(tag)
+    if Hooks.on_probe is not None:
+        Hooks.on_probe(tag)
+    return x.clone()
+
+
+@probe.register_fake
+def _(x, tag):
+    return torch.empty_like(x)
+
+
+class ProbeChain(torch.nn.Module):
+    """linear -> probe(0) -> linear -> probe(1) -> ... : one region per op with max_region_nodes=1."""
+
+    def __init__(self, stages: int = 4, width: int = 8) -> None:
+        super().__init__()
+        self.layers = torch.nn.ModuleList(torch.nn.Linear(width, width) for _ in range(stages))
+
+    def forward(self, x):
+        for tag, layer in enumerate(self.layers):
+            x = probe(layer(x), tag)
+        return x
+
+
+@pytest.fixture
+def hooks():
+    Hooks.calls = []
+    Hooks.on_probe = None
+    yield Hooks
+    Hooks.on_probe = None
+    Hooks.calls = []
+
+
+def sleep_then(seconds: float):
+    def hook(tag):
+        time.sleep(seconds)
+
+    return hook

@@ -1,0 +1,99 @@
+"""Bad input gets a clear TensorTorrentError naming expected and given, and nothing breaks."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+import tensortorrent as tt
+
+torch.manual_seed(0)
+
+
+class TwoInputs(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(8, 4)
+
+    def forward(self, x, y, *, bias):
+        return self.lin(x) + y + bias
+
+
+@pytest.fixture(params=[None, tt.CompileConfig(max_region_nodes=1)], ids=["direct", "executor"])
+def compiled(request):
+    model = TwoInputs()
+    args = (torch.randn(3, 8), torch.randn(3, 4))
+    return model, tt.compile(model, example_inputs=args, example_kwargs={"bias": torch.randn(4)}, config=request.param)
+
+
+def good_call(model, compiled):
+    x, y, bias = torch.randn(3, 8), torch.randn(3, 4), torch.randn(4)
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x, y, bias=bias), model(x, y, bias=bias))
+
+
+@pytest.mark.parametrize(
+    "args, kwargs, message",
+    [
+        ((torch.randn(5, 8), torch.randn(3, 4)), {"bias": torch.randn(4)}, r"args\[0\]: compiled for shape \(3, 8\), got \(5, 8\)"),
+        ((torch.randn(3, 8, dtype=torch.float64), torch.randn(3, 4)), {"bias": torch.randn(4)}, "compiled for dtype torch.float32, got torch.float64"),
+        ((torch.randn(3, 8),), {"bias": torch.randn(4)}, r"compiled for inputs structured as \(\*, \*, bias=\*\), got \(\*, bias=\*\)"),
+        ((torch.randn(3, 8), (torch.randn(3, 4),)), {"bias": torch.randn(4)}, r"structured as .*got \(\*, \(\*\), bias=\*\)"),
+        ((torch.randn(3, 8), torch.randn(3, 4)), {}, r"keyword inputs \['bias'\], got \[\]"),
+        ((torch.randn(3, 8), torch.randn(3, 4)), {"bias": torch.randn(4), "extra": 1}, "keyword inputs"),
+        ((torch.randn(3, 8), 3.0), {"bias": torch.randn(4)}, r"args\[1\]: compiled for a tensor of shape \(3, 4\).*got float 3.0"),
+    ],
+    ids=["shape", "dtype", "too-few", "nested", "missing-kwarg", "extra-kwarg", "not-a-tensor"],
+)
+def test_mismatched_inputs_raise_and_module_still_works(compiled, args, kwargs, message):
+    model, module = compiled
+    with pytest.raises(tt.InputMismatchError, match=message):
+        module(*args, **kwargs)
+    good_call(model, module)
+
+
+def test_not_a_module():
+    with pytest.raises(tt.InvalidArgumentError, match="expected a torch.nn.Module, got builtins.function"):
+        tt.compile(lambda x: x, example_inputs=(torch.randn(2),))
+
+
+def test_example_inputs_of_the_wrong_kind():
+    with pytest.raises(tt.InvalidArgumentError, match="example_inputs: expected a tuple"):
+        tt.compile(nn.Linear(2, 2), example_inputs="x")
+
+
+def test_config_of_the_wrong_kind():
+    with pytest.raises(tt.InvalidArgumentError, match="config: expected a tt.CompileConfig, got dict"):
+        tt.compile(nn.Linear(2, 2), example_inputs=(torch.randn(1, 2),), config={"max_region_nodes": 2})
+
+
+def test_unsupported_device_is_refused():
+    with pytest.raises(tt.UnsupportedError, match="cuda:0"):
+        tt.compile(nn.Linear(2, 2), example_inputs=(torch.randn(1, 2),), devices="cuda:0")
+
+
+class DataDependent(nn.Module):
+    def forward(self, x):
+        if x.sum() > 0:  # control flow on a value: export cannot capture it
+            return x * 2
+        return x
+
+
+def test_export_failure_carries_exports_reason():
+    model = DataDependent().train()
+    with pytest.raises(tt.CaptureError, match="torch.export could not capture DataDependent: .+") as caught:
+        tt.compile(model, example_inputs=(torch.randn(3),))
+    assert caught.value.__cause__ is not None
+    assert model.training, "the caller's mode is restored after a failed capture"
+
+
+def test_mismatched_constant_input():
+    class Flagged(nn.Module):
+        def forward(self, x, double: bool):
+            return x * 2 if double else x
+
+    compiled = tt.compile(Flagged(), example_inputs=(torch.randn(2), True))
+    with pytest.raises(tt.InputMismatchError, match=r"args\[1\]: compiled for the constant bool True, got bool False"):
+        compiled(torch.randn(2), False)
+    torch.testing.assert_close(compiled(torch.ones(2), True), torch.full((2,), 2.0))

@@ -1,0 +1,79 @@
+"""The native schedule and executor as seen from Python."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+import tensortorrent as tt
+from tensortorrent import _core
+
+
+def chain(n: int) -> _core.Schedule:
+    return _core.Schedule([_core.Instruction(id=i, region=i, label=f"r{i}", deps=[i - 1] if i else []) for i in range(n)])
+
+
+def test_schedule_rejects_cycles_unknown_and_duplicate_ids():
+    with pytest.raises(tt.ScheduleError, match="cycle"):
+        _core.Schedule([_core.Instruction(id=0, deps=[1]), _core.Instruction(id=1, deps=[0])])
+    with pytest.raises(tt.ScheduleError, match="9"):
+        _core.Schedule([_core.Instruction(id=0, deps=[9])])
+    with pytest.raises(tt.ScheduleError, match="3"):
+        _core.Schedule([_core.Instruction(id=3), _core.Instruction(id=3)])
+
+
+def test_executor_runs_in_dependency_order():
+    seen = []
+    report = _core.Executor(workers=2).run(chain(50), seen.append)
+    assert seen == list(range(50))
+    assert [r.id for r in report.records] == list(range(50)) and all(r.ran for r in report.records)
+
+
+def test_kernel_exception_keeps_type_and_message_and_stops_later_instructions():
+    class Boom(Exception):
+        pass
+
+    seen = []
+
+    def kernel(region):
+        seen.append(region)
+        if region == 2:
+            raise Boom("region 2 failed")
+
+    with pytest.raises(Boom, match="region 2 failed"):
+        _core.Executor(workers=2).run(chain(6), kernel)
+    assert seen == [0, 1, 2]
+
+
+def test_cancel_token_is_consumed_by_one_run():
+    executor, token = _core.Executor(workers=1), _core.CancelToken()
+    token.request()
+    with pytest.raises(tt.ExecutionCancelled):
+        executor.run(chain(3), lambda region: None, cancel=token)
+    assert not token.pending
+    executor.run(chain(3), lambda region: None, cancel=token)
+
+
+def test_stall_watchdog_raises_and_names_the_stuck_instruction():
+    release = threading.Event()
+
+    def kernel(region):
+        if region == 1:
+            release.wait(10)
+
+    executor = _core.Executor(workers=2)
+    start = time.monotonic()
+    with pytest.raises(tt.ExecutionStalled, match="r1"):
+        executor.run(chain(3), kernel, stall_timeout_s=0.2)
+    assert time.monotonic() - start < 8
+    release.set()
+    executor.run(chain(3), lambda region: None)  # still usable
+
+
+def test_bad_options_are_rejected():
+    with pytest.raises(tt.ScheduleError):
+        _core.Executor(workers=0)
+    with pytest.raises(tt.ScheduleError):
+        _core.Executor(workers=1).run(chain(1), lambda r: None, stall_timeout_s=0)

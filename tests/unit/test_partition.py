@@ -1,0 +1,69 @@
+"""The partition: layer-sized, bounded, deterministic regions with backward dependencies."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from tensortorrent.capture import capture_model, normalize
+from tensortorrent.partition import layer_paths, partition
+
+transformers = pytest.importorskip("transformers")
+
+
+def regions_of(model: nn.Module, args: tuple, max_region_nodes: int = 256, kwargs: dict | None = None):
+    program = normalize(capture_model(model, args, kwargs or {}))
+    return program, partition(program, layer_paths(model), max_region_nodes)
+
+
+def mlp() -> nn.Module:
+    return nn.Sequential(*[m for _ in range(8) for m in (nn.Linear(64, 64), nn.ReLU())])
+
+
+def gpt2(layers: int = 3) -> nn.Module:
+    config = transformers.GPT2Config(n_layer=layers, n_embd=32, n_head=2, vocab_size=64, n_positions=32,
+                                     bos_token_id=0, eos_token_id=0)
+    return transformers.GPT2LMHeadModel(config).eval()
+
+
+def test_small_mlp_is_one_region():
+    program, regions = regions_of(mlp(), (torch.randn(2, 64),))
+    assert len(regions) == 1 and regions[0].nodes == program.compute_nodes
+    assert regions[0].parameter_bytes == program.parameter_bytes
+
+
+def test_transformer_layers_become_regions():
+    model = gpt2(3)
+    _, regions = regions_of(model, (torch.randint(0, 64, (1, 8)),), kwargs={"use_cache": False})
+    layers = [r.layer for r in regions if r.layer is not None]
+    assert layers == ["transformer.h.0", "transformer.h.1", "transformer.h.2"]
+    weights_per_layer = {r.parameter_bytes for r in regions if r.layer is not None}
+    assert len(weights_per_layer) == 1, "identical layers carry identical weights"
+
+
+@pytest.mark.parametrize("limit", [1, 3, 7])
+def test_regions_respect_max_region_nodes_and_cover_every_op_once(limit):
+    program, regions = regions_of(mlp(), (torch.randn(2, 64),), max_region_nodes=limit)
+    assert all(1 <= len(r.nodes) <= limit for r in regions)
+    assert [n for r in regions for n in r.nodes] == program.compute_nodes
+
+
+def test_dependencies_point_backwards():
+    _, regions = regions_of(gpt2(2), (torch.randint(0, 64, (1, 8)),), 16, {"use_cache": False})
+    for region in regions:
+        assert all(dep < region.index for dep in region.deps)
+
+
+def test_partition_is_deterministic():
+    model = gpt2(2)
+    ids = torch.randint(0, 64, (1, 8))
+    first = [(r.name, [n.name for n in r.nodes], r.deps) for r in regions_of(model, (ids,), 20, {"use_cache": False})[1]]
+    second = [(r.name, [n.name for n in r.nodes], r.deps) for r in regions_of(model, (ids,), 20, {"use_cache": False})[1]]
+    assert first == second
+
+
+def test_tied_weights_share_one_bound_tensor():
+    program, _ = regions_of(gpt2(1), (torch.randint(0, 64, (1, 8)),), kwargs={"use_cache": False})
+    tied = [b for b in program.bound if len(b.names) > 1]
+    assert len(tied) == 1 and set(tied[0].names) == {"transformer.wte.weight", "lm_head.weight"}
