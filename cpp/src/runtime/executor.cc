@@ -191,10 +191,8 @@ void Executor::execute(std::int32_t worker, Task task) {
         return;
       }
       if (state.options.cancel && state.options.cancel->consume()) {
-        state.fail(std::make_exception_ptr(Error(
-            ErrorCode::Cancelled,
-            "run cancelled before instruction " +
-                (instruction.label.empty() ? std::to_string(instruction.id) : instruction.label))));
+        state.fail(std::make_exception_ptr(
+            Error(ErrorCode::Cancelled, "run cancelled before " + display_name(instruction))));
         state.leave();
         return;
       }

@@ -34,7 +34,7 @@ struct RunOptions {
 
 struct RunState;  // per-run bookkeeping, private to executor.cc
 
-// Owns its worker threads: spawned in the constructor, drained and joined in the
+// Owns its worker threads: spawned in the constructor, joined in the
 // destructor (which waits for kernels still running after a stall). run() is
 // thread-safe: several callers may run schedules at once and share
 // the workers. The executor must outlive every run() call.
