@@ -1,20 +1,18 @@
 """What TensorTorrent's runtime costs on top of eager PyTorch, on the CPU.
 
 1. Executor overhead per region:
-   (a) the native executor alone, running a chain of no-op Python kernels (so the figure
-       includes the GIL crossing per instruction), plus the executor's own view: the mean
-       gap between one instruction's end and the next one's start;
+   (a) the native executor alone on a chain of no-op Python kernels (so the figure
+       includes the GIL crossing per instruction), plus the executor's own view from its
+       records: the gap between one instruction's end and the next one's start;
    (b) a compiled chain of trivial regions (x + 1.0, one op per region) against the same
        module in eager mode: (compiled - eager) / regions.
 2. compiled/eager latency of an MLP and a transformer block on the direct path (default
    config), and again with TT_DIRECT_PATH=0 to show the executor path's round trip.
 
 Protocol (BENCHMARKS.md): one process, same inputs, same thread count; warm-up first,
-then timed samples interleaved A, B, A, B. Each sample times a batch of calls sized to
-take about 100 ms and reports the time per call, so that microsecond workloads are
-measurable. Results go to bench/results/ as JSON, and a table to stdout.
-
-Run: .venv/bin/python bench/overhead.py [--quick] [--out PATH]
+then timed samples interleaved A, B, A, B. Each sample is a batch of calls sized to take
+about 80 ms, reported per call, so microsecond workloads are measurable. The CPU time
+other processes used meanwhile is recorded as a noise gauge. See bench/README.md.
 """
 
 from __future__ import annotations
@@ -55,11 +53,8 @@ class Settings:
     warmup_ns: int  # least time spent warming each system up
 
 
-FULL = Settings(runs=31, sample_ns=100_000_000, warmup_ns=300_000_000)
+FULL = Settings(runs=51, sample_ns=80_000_000, warmup_ns=300_000_000)
 QUICK = Settings(runs=5, sample_ns=10_000_000, warmup_ns=20_000_000)
-
-
-# ---- timing -------------------------------------------------------------------------
 
 
 def per_call_us(fn: Callable[[], object], calls: int) -> float:
@@ -85,6 +80,11 @@ def warm_up_and_size(fn: Callable[[], object], settings: Settings) -> int:
     return max(1, round(settings.sample_ns / 1e3 / one_call_us))
 
 
+def summarize(samples: list[float]) -> dict:
+    return {"median_us": statistics.median(samples), "min_us": min(samples), "max_us": max(samples),
+            "samples_us": samples}
+
+
 def compare(systems: dict[str, Callable[[], object]], settings: Settings) -> dict[str, dict]:
     """Times the systems interleaved (A, B, A, B, ...) so drift in the machine hits both alike."""
     batch = {name: warm_up_and_size(fn, settings) for name, fn in systems.items()}
@@ -93,18 +93,6 @@ def compare(systems: dict[str, Callable[[], object]], settings: Settings) -> dic
         for name, fn in systems.items():
             samples[name].append(per_call_us(fn, batch[name]))
     return {name: {**summarize(samples[name]), "calls_per_sample": batch[name]} for name in systems}
-
-
-def summarize(samples: list[float]) -> dict:
-    return {
-        "median_us": statistics.median(samples),
-        "min_us": min(samples),
-        "max_us": max(samples),
-        "samples_us": samples,
-    }
-
-
-# ---- helpers --------------------------------------------------------------------------
 
 
 @contextmanager
@@ -121,71 +109,59 @@ def env_var(name: str, value: str | None) -> Iterator[None]:
             os.environ[name] = old
 
 
-def compile_model(model: nn.Module, x: torch.Tensor, direct_env: str | None, **config) -> tuple:
-    """tt.compile under a given TT_DIRECT_PATH (read at compile time); also returns seconds taken."""
+def compile_and_compare(model: nn.Module, x: torch.Tensor, direct_env: str | None, settings: Settings,
+                        **config) -> tuple[tt.CompiledModule, dict]:
+    """Compiles under a given TT_DIRECT_PATH (read at compile time) and times eager vs compiled."""
     with env_var("TT_DIRECT_PATH", direct_env):
         start = time.perf_counter()
         compiled = tt.compile(model, example_inputs=(x,), config=tt.CompileConfig(**config))
-    return compiled, time.perf_counter() - start
+        compile_s = time.perf_counter() - start
 
-
-def eager_call(model: nn.Module, x: torch.Tensor) -> Callable[[], torch.Tensor]:
-    def call() -> torch.Tensor:
+    def eager() -> torch.Tensor:
         with torch.no_grad():
             return model(x)
 
-    return call
+    timing = compare({"eager": eager, "compiled": lambda: compiled(x)}, settings)
+    return compiled, {
+        "uses_direct_path": compiled.uses_direct_path,
+        "regions": compiled.region_count,
+        "compile_s": compile_s,
+        "max_abs_error": (compiled(x) - eager()).abs().max().item(),
+        "timing": timing,
+        "ratio_of_medians": timing["compiled"]["median_us"] / timing["eager"]["median_us"],
+    }
 
 
-def max_abs_error(compiled: tt.CompiledModule, model: nn.Module, x: torch.Tensor) -> float:
-    with torch.no_grad():
-        return (compiled(x) - model(x)).abs().max().item()
-
-
-def mean_gap_us(report: _core.RunReport) -> float:
-    """Mean time, per the executor's records, from one instruction's end to the next one's start."""
+def executor_view(report: _core.RunReport) -> dict:
+    """Means from the executor's records: idle gap between instructions, and time inside each."""
     records = sorted(report.records, key=lambda r: r.start_us)
-    return statistics.fmean(b.start_us - a.end_us for a, b in zip(records, records[1:]))
-
-
-def mean_kernel_us(report: _core.RunReport) -> float:
-    return statistics.fmean(r.end_us - r.start_us for r in report.records)
-
-
-def usable_cores() -> int:
-    return len(os.sched_getaffinity(0))
-
-
-# ---- figure 1: executor overhead per region -------------------------------------------
-
-
-def chain_schedule(n: int) -> _core.Schedule:
-    return _core.Schedule([
-        _core.Instruction(id=i, kind=_core.InstructionKind.Compute, region=i, device="cpu",
-                          label=f"r{i}", deps=[i - 1] if i else [])
-        for i in range(n)
-    ])
+    return {"gap_us": statistics.fmean(b.start_us - a.end_us for a, b in zip(records, records[1:])),
+            "kernel_us": statistics.fmean(r.end_us - r.start_us for r in records)}
 
 
 def bench_native_executor(settings: Settings) -> dict:
     # One worker per usable core, as a compiled module with the default config gets.
-    executor = _core.Executor(workers=usable_cores())
-    schedule = chain_schedule(NATIVE_CHAIN)
+    executor = _core.Executor(workers=len(os.sched_getaffinity(0)))
+    schedule = _core.Schedule([
+        _core.Instruction(id=i, kind=_core.InstructionKind.Compute, region=i, device="cpu",
+                          label=f"r{i}", deps=[i - 1] if i else [])
+        for i in range(NATIVE_CHAIN)
+    ])
 
     def run_chain() -> _core.RunReport:
         return executor.run(schedule, lambda region: None, max_concurrent=0, stall_timeout_s=300.0, cancel=None)
 
     timing = compare({"executor": run_chain}, settings)["executor"]
     per_instruction = summarize([v / NATIVE_CHAIN for v in timing["samples_us"]])
-    # The executor's own view, from separate calls so reading records stays out of the timing.
-    reports = [run_chain() for _ in range(settings.runs)]
+    # The executor's own view comes from separate calls, so reading records stays out of the timing.
+    views = [executor_view(run_chain()) for _ in range(settings.runs)]
     return {
         "instructions": NATIVE_CHAIN,
-        "workers": reports[0].workers,
+        "workers": run_chain().workers,
         "calls_per_sample": timing["calls_per_sample"],
         "per_instruction": per_instruction,
-        "executor_gap_us_median": statistics.median(mean_gap_us(r) for r in reports),
-        "executor_wall_per_instruction_us_median": statistics.median(r.wall_us / NATIVE_CHAIN for r in reports),
+        "executor_gap_us_median": statistics.median(v["gap_us"] for v in views),
+        "executor_kernel_us_median": statistics.median(v["kernel_us"] for v in views),
         "target_us": TARGET_REGION_US,
         "meets_target": per_instruction["median_us"] < TARGET_REGION_US,
     }
@@ -207,26 +183,14 @@ class AddChain(nn.Module):
 def bench_compiled_chain(settings: Settings) -> dict:
     torch.manual_seed(0)
     model, x = AddChain(COMPILED_CHAIN).eval(), torch.randn(1)
-    compiled, compile_s = compile_model(model, x, None, max_region_nodes=1)
-    timing = compare({"eager": eager_call(model, x), "compiled": lambda: compiled(x)}, settings)
+    compiled, result = compile_and_compare(model, x, None, settings, max_region_nodes=1)
+    timing = result["timing"]
     overhead = (timing["compiled"]["median_us"] - timing["eager"]["median_us"]) / COMPILED_CHAIN
     compiled(x)  # a fresh report for the executor's view
-    report = compiled.last_report
-    return {
-        "regions": compiled.region_count,
-        "uses_direct_path": compiled.uses_direct_path,
-        "compile_s": compile_s,
-        "timing": timing,
-        "overhead_per_region_us": overhead,
-        "executor_gap_us": mean_gap_us(report),
-        "region_kernel_us": mean_kernel_us(report),
-        "max_abs_error": max_abs_error(compiled, model, x),
-        "target_us": TARGET_REGION_US,
-        "meets_target": overhead < TARGET_REGION_US,
-    }
-
-
-# ---- figure 2: compiled/eager latency --------------------------------------------------
+    view = executor_view(compiled.last_report)
+    return {**result, "overhead_per_region_us": overhead, "executor_gap_us": view["gap_us"],
+            "region_kernel_us": view["kernel_us"], "target_us": TARGET_REGION_US,
+            "meets_target": overhead < TARGET_REGION_US}
 
 
 def mlp() -> nn.Module:
@@ -238,35 +202,27 @@ def transformer_block() -> nn.Module:
     return nn.TransformerEncoderLayer(d_model=256, nhead=4, batch_first=True)
 
 
-WORKLOADS = {
-    "mlp_2048x8_batch8": (mlp, (8, 2048)),
-    "transformer_block_d256_h4": (transformer_block, (8, 32, 256)),
-}
-
-
-def bench_latency(model: nn.Module, x: torch.Tensor, direct_env: str | None, settings: Settings) -> dict:
-    compiled, compile_s = compile_model(model, x, direct_env)
-    timing = compare({"eager": eager_call(model, x), "compiled": lambda: compiled(x)}, settings)
-    return {
-        "uses_direct_path": compiled.uses_direct_path,
-        "regions": compiled.region_count,
-        "compile_s": compile_s,
-        "timing": timing,
-        "ratio_of_medians": timing["compiled"]["median_us"] / timing["eager"]["median_us"],
-        "max_abs_error": max_abs_error(compiled, model, x),
-    }
+WORKLOADS = {"mlp_2048x8_batch8": (mlp, (8, 2048)), "transformer_block_d256_h4": (transformer_block, (8, 32, 256))}
 
 
 def bench_workload(build: Callable[[], nn.Module], shape: tuple, settings: Settings) -> dict:
     torch.manual_seed(0)  # each workload's weights and input independent of the others' order
     model, x = build().eval(), torch.randn(*shape)
-    direct = bench_latency(model, x, None, settings)
+    # Only the results are kept: a live executor-path module keeps its workers' OpenMP
+    # teams alive, and those slow every later torch call in this process.
+    direct = compile_and_compare(model, x, None, settings)[1]
     direct.update(target_ratio=TARGET_RATIO, meets_target=direct["ratio_of_medians"] <= TARGET_RATIO)
-    # Informational: the same plan forced through the executor (TT_DIRECT_PATH=0).
-    return {"input_shape": list(shape), "direct": direct, "executor": bench_latency(model, x, "0", settings)}
+    # Informational: the same plan forced through the executor; no target applies.
+    executor = compile_and_compare(model, x, "0", settings)[1]
+    return {"input_shape": list(shape), "direct": direct, "executor": executor}
 
 
-# ---- machine, output ----------------------------------------------------------------------
+def busy_cpu_s() -> tuple[float, float]:
+    """(CPU seconds every process has used since boot, CPU seconds this process has used)."""
+    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    busy = sum(fields) - fields[3] - fields[4]  # all but idle and iowait
+    own = os.times()
+    return busy / os.sysconf("SC_CLK_TCK"), own.user + own.system
 
 
 def machine() -> dict:
@@ -275,14 +231,14 @@ def machine() -> dict:
     mem_kib = next(int(line.split()[1]) for line in meminfo if line.startswith("MemTotal:"))
     return {
         "cpu_model": next((line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name")), None),
-        "cores_usable": usable_cores(),
+        "cores_usable": len(os.sched_getaffinity(0)),
         "ram_gib": round(mem_kib / 2**20, 1),
         "platform": platform.platform(),
         "python": platform.python_version(),
         "torch": torch.__version__,
         "tensortorrent": tt.__version__,
         "git_commit": git("rev-parse", "HEAD"),
-        "git_dirty": bool(git("status", "--porcelain")),
+        "git_dirty": bool(git("status", "--porcelain")),  # results then may not match the commit
     }
 
 
@@ -310,32 +266,34 @@ def write_json(data: dict, path: Path) -> None:
 
 
 def spread(t: dict) -> str:
-    return f"{t['median_us']:10.1f} ({t['min_us']:.1f}-{t['max_us']:.1f})"
+    return f"{t['median_us']:.1f} ({t['min_us']:.1f}-{t['max_us']:.1f})"
 
 
 def print_table(results: dict) -> None:
     native, chain = results["executor_overhead"]["native"], results["executor_overhead"]["compiled_chain"]
     yes_no = {True: "yes", False: "NO"}
-    print(f"\n1. Executor overhead per region (target < {TARGET_REGION_US:g} us)")
     p = native["per_instruction"]
-    print(f"  (a) native executor, {native['instructions']}-instruction chain, no-op Python kernel:")
-    print(f"      {p['median_us']:.2f} us/instruction (min {p['min_us']:.2f}, max {p['max_us']:.2f}); "
-          f"executor gap end->next start {native['executor_gap_us_median']:.2f} us   "
-          f"meets target: {yes_no[native['meets_target']]}")
-    print(f"  (b) compiled {chain['regions']}-region chain of x + 1.0 vs eager, us/call median (min-max):")
-    print(f"      eager {spread(chain['timing']['eager'])}   compiled {spread(chain['timing']['compiled'])}")
-    print(f"      -> {chain['overhead_per_region_us']:.2f} us/region (executor gap {chain['executor_gap_us']:.2f}, "
-          f"region kernel {chain['region_kernel_us']:.2f}); max abs err {chain['max_abs_error']:.3g}   "
-          f"meets target: {yes_no[chain['meets_target']]}")
-    print(f"\n2. compiled/eager latency, us/call median (min-max); target ratio <= {TARGET_RATIO} on the direct path")
-    print(f"  {'workload':27} {'path':9} {'regions':>7} {'eager':>27} {'compiled':>27} {'ratio':>6}  target")
-    for name, w in results["latency"].items():
-        for path in ("direct", "executor"):
-            r = w[path]
-            taken = "direct" if r["uses_direct_path"] else "executor"
+    print(f"\n1. Executor overhead per region (target < {TARGET_REGION_US:g} us)\n"
+          f"  (a) native executor, {native['instructions']}-instruction chain, no-op Python kernel, "
+          f"{native['workers']} workers:\n"
+          f"      {p['median_us']:.2f} us/instruction (min {p['min_us']:.2f}, max {p['max_us']:.2f}); records: "
+          f"gap {native['executor_gap_us_median']:.2f} us, in kernel call {native['executor_kernel_us_median']:.2f} us"
+          f"   meets target: {yes_no[native['meets_target']]}\n"
+          f"  (b) compiled {chain['regions']}-region chain of x + 1.0 vs eager, us/call median (min-max):\n"
+          f"      eager {spread(chain['timing']['eager'])}, compiled {spread(chain['timing']['compiled'])}\n"
+          f"      -> {chain['overhead_per_region_us']:.2f} us/region; records: gap {chain['executor_gap_us']:.2f} us,"
+          f" in region {chain['region_kernel_us']:.2f} us; max abs err {chain['max_abs_error']:.3g}"
+          f"   meets target: {yes_no[chain['meets_target']]}")
+    print(f"\n2. compiled/eager latency, us/call median (min-max); target ratio <= {TARGET_RATIO} on the direct path\n"
+          f"  {'workload':26} {'path':8} {'regions':>7} {'eager':>28} {'compiled':>28} {'ratio':>6}  target  max err")
+    for name, workload in results["latency"].items():
+        for r in (workload["direct"], workload["executor"]):
             target = yes_no[r["meets_target"]] if "meets_target" in r else "(info)"
-            print(f"  {name:27} {taken:9} {r['regions']:7} {spread(r['timing']['eager']):>27} "
-                  f"{spread(r['timing']['compiled']):>27} {r['ratio_of_medians']:6.3f}  {target}")
+            print(f"  {name:26} {'direct' if r['uses_direct_path'] else 'executor':8} {r['regions']:7} "
+                  f"{spread(r['timing']['eager']):>28} {spread(r['timing']['compiled']):>28} "
+                  f"{r['ratio_of_medians']:6.3f}  {target:6}  {r['max_abs_error']:.2g}")
+    print(f"\nother processes kept {results['other_load_cores']:.2f} of {results['machine']['cores_usable']} cores "
+          f"busy on average (noise); torch threads {results['torch_threads']}")
 
 
 def main() -> None:
@@ -344,26 +302,27 @@ def main() -> None:
     parser.add_argument("--out", type=Path, help="write the JSON here only, instead of bench/results/")
     args = parser.parse_args()
     settings = QUICK if args.quick else FULL
-    threads = torch.get_num_threads()
-    started = datetime.now(timezone.utc)
+    started, start_ns, (busy0, own0) = datetime.now(timezone.utc), time.perf_counter_ns(), busy_cpu_s()
     results = {
         "benchmark": "overhead",
         "mode": "quick" if args.quick else "full",
         "utc": started.isoformat(timespec="seconds"),
         "machine": machine(),
-        "torch_threads": threads,
+        "torch_threads": torch.get_num_threads(),
         "settings": {"runs": settings.runs, "sample_ms": settings.sample_ns / 1e6, "warmup_ms": settings.warmup_ns / 1e6},
         "executor_overhead": {"native": bench_native_executor(settings), "compiled_chain": bench_compiled_chain(settings)},
         "latency": {name: bench_workload(build, shape, settings) for name, (build, shape) in WORKLOADS.items()},
     }
-    results["torch_threads_at_end"] = torch.get_num_threads()  # should equal torch_threads
-    results["duration_s"] = (datetime.now(timezone.utc) - started).total_seconds()
+    busy1, own1 = busy_cpu_s()
+    results["duration_s"] = (time.perf_counter_ns() - start_ns) / 1e9
+    results["other_load_cores"] = max(0.0, (busy1 - busy0) - (own1 - own0)) / results["duration_s"]
+    results["torch_threads_at_end"] = torch.get_num_threads()  # equal to torch_threads unless something changed it
     print_table(results)
     stamp = started.strftime("%Y%m%dT%H%M%SZ")
     paths = [args.out] if args.out else [RESULTS_DIR / f"overhead-{stamp}.json", RESULTS_DIR / "overhead-latest.json"]
     for path in paths:
         write_json(results, path)
-    print(f"\nresults: {', '.join(str(p) for p in paths)}  ({results['duration_s']:.0f} s)")
+    print(f"results: {', '.join(str(p) for p in paths)} ({results['duration_s']:.0f} s)")
 
 
 if __name__ == "__main__":

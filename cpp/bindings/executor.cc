@@ -26,6 +26,56 @@ struct PythonKernel {
   nb::callable fn;
 };
 
+bool interpreter_finalizing() {
+#if PY_VERSION_HEX >= 0x030D0000
+  return Py_IsFinalizing();
+#else
+  return _Py_IsFinalizing();
+#endif
+}
+
+// One Python thread state per worker thread, kept for the thread's lifetime. Taking the
+// GIL with PyGILState_Ensure on every call would create and destroy a thread state each
+// time: most of the cost of a call, and thread-local Python state would not survive from
+// one region to the next. The state is registered with PyGILState, so code inside a
+// kernel that takes the GIL again (torch calling back into Python) finds it.
+class WorkerPythonThread {
+ public:
+  void enter() {
+    if (!registered_) {
+      gil_state_ = PyGILState_Ensure();  // creates the state and takes the GIL
+      registered_ = true;
+      return;
+    }
+    PyEval_RestoreThread(saved_);
+  }
+
+  void leave() { saved_ = PyEval_SaveThread(); }
+
+  // Runs when the worker thread exits (the executor joins it with the GIL released).
+  ~WorkerPythonThread() {
+    if (!registered_ || interpreter_finalizing()) return;  // at shutdown, leave it to the OS
+    PyEval_RestoreThread(saved_);
+    PyGILState_Release(gil_state_);
+  }
+
+ private:
+  bool registered_ = false;
+  PyGILState_STATE gil_state_{};
+  PyThreadState* saved_ = nullptr;
+};
+
+thread_local WorkerPythonThread worker_python_thread;
+
+// Holds the GIL on a worker thread for one kernel call.
+class WorkerGil {
+ public:
+  WorkerGil() { worker_python_thread.enter(); }
+  ~WorkerGil() { worker_python_thread.leave(); }
+  WorkerGil(const WorkerGil&) = delete;
+  WorkerGil& operator=(const WorkerGil&) = delete;
+};
+
 // The Python-facing executor. Joining the workers may wait for a kernel that needs the
 // GIL, so the destructor releases it first.
 class PyExecutor {
@@ -41,7 +91,7 @@ class PyExecutor {
                 std::shared_ptr<CancelToken> cancel) {
     auto owner = std::make_shared<PythonKernel>(std::move(kernel));
     Kernel call = [owner](const Instruction& instruction) {
-      nb::gil_scoped_acquire gil;
+      WorkerGil gil;
       owner->fn(instruction.region);
     };
     RunOptions options{max_concurrent, stall_timeout_s, std::move(cancel)};

@@ -77,3 +77,17 @@ def test_bad_options_are_rejected():
         _core.Executor(workers=0)
     with pytest.raises(tt.ScheduleError):
         _core.Executor(workers=1).run(chain(1), lambda r: None, stall_timeout_s=0)
+
+
+def test_a_worker_keeps_its_python_thread_state_between_kernels():
+    local = threading.local()
+    counts = []
+
+    def kernel(region):
+        local.count = getattr(local, "count", 0) + 1
+        counts.append(local.count)
+
+    executor = _core.Executor(workers=1)
+    executor.run(chain(100), kernel)
+    executor.run(chain(100), kernel)
+    assert counts == list(range(1, 201)), "threading.local values survive from one kernel to the next"

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import tensortorrent as tt
-from conftest import ProbeChain, eager_outputs, sleep_then
+from conftest import ProbeChain, eager_outputs, probe, sleep_then
 
 torch.manual_seed(0)
 
@@ -130,3 +130,50 @@ def test_concurrent_calls_match_serial_calls(config):
     for thread in range(8):
         for got, expected in zip(results[thread], serial):
             assert torch.equal(got, expected)
+
+
+class TwoProbedBranches(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.left = torch.nn.Linear(8, 8)
+        self.right = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        return probe(self.left(x), 0) + probe(self.right(x), 1)
+
+
+def test_independent_regions_run_concurrently(hooks):
+    model, x = TwoProbedBranches(), torch.randn(2, 8)
+    config = tt.CompileConfig(max_region_nodes=2, max_concurrent_regions=2)
+    compiled = tt.compile(model, example_inputs=(x,), config=config)
+    expected = eager_outputs(model, (x,))
+    hooks.calls.clear()
+    # Each branch's probe waits for the other: the call completes only if both regions run at once.
+    barrier = threading.Barrier(2, timeout=10)
+    hooks.on_probe = lambda tag: barrier.wait()
+    torch.testing.assert_close(compiled(x), expected)
+    assert sorted(hooks.calls) == [0, 1]
+
+
+def test_direct_path_runs_the_models_forward_in_eval_and_the_capture_in_training():
+    calls = []
+
+    class Counted(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 4)
+            self.drop = torch.nn.Dropout(0.9)
+
+        def forward(self, x):
+            calls.append(1)
+            return self.drop(self.lin(x))
+
+    model, x = Counted().eval(), torch.randn(8, 4)
+    compiled = tt.compile(model, example_inputs=(x,))
+    calls.clear()
+    expected = eager_outputs(model, (x,))
+    torch.testing.assert_close(compiled(x), expected)
+    assert len(calls) == 2, "eval mode: export-free, the model's own forward ran"
+    model.train()
+    torch.testing.assert_close(compiled(x), expected)  # still eval semantics: dropout off
+    assert len(calls) == 2, "training mode: the captured region ran instead"

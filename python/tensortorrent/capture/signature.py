@@ -54,6 +54,10 @@ class InputSignature:
             )
             for path, v in leaves_with_paths
         )
+        flat_positional = pytree.tree_flatten((tuple(range(len(args))), {}))[1]
+        self._tensors_only = (
+            self.spec == flat_positional and all(leaf.shape is not None for leaf in self.leaves)
+        )
 
     def describe(self) -> str:
         """A one-line summary such as 'args[0]: tensor of shape (8, 16) and dtype torch.float32'."""
@@ -61,6 +65,12 @@ class InputSignature:
 
     def flatten(self, args: tuple, kwargs: dict) -> list[Any]:
         """The flat inputs, in the exported program's order, or InputMismatchError."""
+        if self._tensors_only and not kwargs and len(args) == len(self.leaves):
+            # The common call, positional tensors only, skips pytree's flatten (~10 us).
+            if all(type(arg) is torch.Tensor for arg in args):
+                for leaf, value in zip(self.leaves, args):
+                    _check_leaf(leaf, value)
+                return list(args)
         if set(kwargs) != set(self.kwarg_names):
             raise InputMismatchError(
                 f"compiled for keyword inputs {sorted(self.kwarg_names)}, got {sorted(kwargs)}"

@@ -68,8 +68,10 @@ def decide_direct_path(region_count: int, config: CompileConfig) -> tuple[bool, 
         return False, f"not taken: {region_count} regions run through the executor by dependency order{note}"
     if forced is False:
         return False, "not taken: disabled by TT_DIRECT_PATH=0"
-    if forced is True:
-        return True, "taken: a single resident region on cpu (forced by TT_DIRECT_PATH=1)"
-    if not config.prefer_direct_path:
+    if not config.prefer_direct_path and forced is None:
         return False, "not taken: disabled by CompileConfig(prefer_direct_path=False)"
-    return True, "taken: a single resident region on cpu is called inline, without an executor round trip"
+    how = (
+        "a single resident region on cpu runs inline, without an executor round trip: "
+        "the model's own forward while all its modules are in eval mode, else the captured region"
+    )
+    return True, f"taken: {how}" + (" (forced by TT_DIRECT_PATH=1)" if forced else "")

@@ -108,5 +108,11 @@ class CallState:
         for slot, buffer in self._runner.mutations:
             buffer.copy_(env[slot])
         flat = [env[slot] if slot is not None else constant for slot, constant in self._runner.outputs]
-        flat = [v.detach() if isinstance(v, torch.Tensor) and v.requires_grad else v for v in flat]
-        return pytree.tree_unflatten(flat, self._runner.out_spec)
+        return detach_outputs(pytree.tree_unflatten(flat, self._runner.out_spec))
+
+
+def detach_outputs(outputs: Any) -> Any:
+    """The outputs with every tensor that requires grad (a returned parameter) detached."""
+    if isinstance(outputs, torch.Tensor):
+        return outputs.detach() if outputs.requires_grad else outputs
+    return pytree.tree_map_only(torch.Tensor, lambda t: t.detach() if t.requires_grad else t, outputs)
