@@ -34,47 +34,33 @@ bool interpreter_finalizing() {
 #endif
 }
 
-// One Python thread state per worker thread, kept for the thread's lifetime. Taking the
-// GIL with PyGILState_Ensure on every call would create and destroy a thread state each
-// time: most of the cost of a call, and thread-local Python state would not survive from
-// one region to the next. The state is registered with PyGILState, so code inside a
-// kernel that takes the GIL again (torch calling back into Python) finds it.
-class WorkerPythonThread {
+// Gives a pool worker one Python thread state for its whole life. Without it, each
+// gil_scoped_acquire on a thread Python does not know creates and destroys a thread
+// state: most of the cost of a kernel call, and thread-local Python state (threading.local)
+// would not survive from one region to the next. The state is registered with PyGILState,
+// so later acquisitions, ours or torch's, find and reuse it. Threads Python already knows
+// (the caller's) are left alone.
+class PersistentThreadState {
  public:
-  void enter() {
-    if (!registered_) {
-      gil_state_ = PyGILState_Ensure();  // creates the state and takes the GIL
-      registered_ = true;
-      return;
-    }
-    PyEval_RestoreThread(saved_);
+  PersistentThreadState() {
+    if (PyGILState_GetThisThreadState() != nullptr) return;
+    gil_state_ = PyGILState_Ensure();
+    saved_ = PyEval_SaveThread();
   }
 
-  void leave() { saved_ = PyEval_SaveThread(); }
-
   // Runs when the worker thread exits (the executor joins it with the GIL released).
-  ~WorkerPythonThread() {
-    if (!registered_ || interpreter_finalizing()) return;  // at shutdown, leave it to the OS
+  ~PersistentThreadState() {
+    if (saved_ == nullptr || interpreter_finalizing()) return;  // at shutdown, leave it to the OS
     PyEval_RestoreThread(saved_);
     PyGILState_Release(gil_state_);
   }
 
  private:
-  bool registered_ = false;
   PyGILState_STATE gil_state_{};
   PyThreadState* saved_ = nullptr;
 };
 
-thread_local WorkerPythonThread worker_python_thread;
-
-// Holds the GIL on a worker thread for one kernel call.
-class WorkerGil {
- public:
-  WorkerGil() { worker_python_thread.enter(); }
-  ~WorkerGil() { worker_python_thread.leave(); }
-  WorkerGil(const WorkerGil&) = delete;
-  WorkerGil& operator=(const WorkerGil&) = delete;
-};
+void keep_python_thread_state() { thread_local PersistentThreadState state; }
 
 // The Python-facing executor. Joining the workers may wait for a kernel that needs the
 // GIL, so the destructor releases it first.
@@ -88,13 +74,14 @@ class PyExecutor {
 
   RunReport run(std::shared_ptr<const Schedule> schedule, nb::callable kernel,
                 std::int32_t max_concurrent, double stall_timeout_s,
-                std::shared_ptr<CancelToken> cancel) {
+                std::shared_ptr<CancelToken> cancel, bool caller_runs) {
     auto owner = std::make_shared<PythonKernel>(std::move(kernel));
     Kernel call = [owner](const Instruction& instruction) {
-      WorkerGil gil;
+      keep_python_thread_state();
+      nb::gil_scoped_acquire gil;
       owner->fn(instruction.region);
     };
-    RunOptions options{max_concurrent, stall_timeout_s, std::move(cancel)};
+    RunOptions options{max_concurrent, stall_timeout_s, std::move(cancel), caller_runs};
     nb::gil_scoped_release no_gil;
     return impl_->run(std::move(schedule), std::move(call), options);
   }
@@ -146,9 +133,9 @@ void bind_executor(nb::module_& m) {
       .def(nb::init<std::int32_t>(), "workers"_a)
       .def_prop_ro("workers", &PyExecutor::workers)
       .def("run", &PyExecutor::run, "schedule"_a, "kernel"_a, "max_concurrent"_a = 0,
-           "stall_timeout_s"_a = 300.0, "cancel"_a.none() = nb::none(),
-           "Runs the schedule, calling kernel(region) for each compute instruction; blocks "
-           "with the GIL released and re-raises the first error.");
+           "stall_timeout_s"_a = 300.0, "cancel"_a.none() = nb::none(), "caller_runs"_a = true,
+           "Runs the schedule, calling kernel(region) for each compute instruction (on this "
+           "thread too when caller_runs); waits with the GIL released and re-raises the first error.");
 }
 
 }  // namespace tt::bindings

@@ -66,7 +66,7 @@ def test_stall_watchdog_raises_and_names_the_stuck_instruction():
     executor = _core.Executor(workers=2)
     start = time.monotonic()
     with pytest.raises(tt.ExecutionStalled, match="r1"):
-        executor.run(chain(3), kernel, stall_timeout_s=0.2)
+        executor.run(chain(3), kernel, stall_timeout_s=0.2, caller_runs=False)
     assert time.monotonic() - start < 8
     release.set()
     executor.run(chain(3), lambda region: None)  # still usable
@@ -88,6 +88,13 @@ def test_a_worker_keeps_its_python_thread_state_between_kernels():
         counts.append(local.count)
 
     executor = _core.Executor(workers=1)
-    executor.run(chain(100), kernel)
-    executor.run(chain(100), kernel)
+    executor.run(chain(100), kernel, caller_runs=False)
+    executor.run(chain(100), kernel, caller_runs=False)
     assert counts == list(range(1, 201)), "threading.local values survive from one kernel to the next"
+
+
+def test_the_caller_runs_a_chain_itself():
+    threads = set()
+    report = _core.Executor(workers=2).run(chain(20), lambda region: threads.add(threading.get_ident()))
+    assert threads == {threading.get_ident()}
+    assert {record.worker for record in report.records} == {0}

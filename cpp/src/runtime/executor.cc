@@ -44,7 +44,9 @@ struct RunState {
 
   // Everything below is guarded by `mutex`.
   std::mutex mutex;
-  std::condition_variable idle;  // notified when in_flight drops to zero
+  // Notified when in_flight drops to zero or instructions of this run are queued.
+  std::condition_variable changed;
+  std::uint64_t queued_epoch = 0;  // bumped whenever instructions of this run are queued
   std::vector<std::size_t> remaining;  // unfinished dependencies per instruction
   // Dispatched instructions (queued or running). When zero the run is over: each
   // finish dispatches its newly ready successors before giving up its own slot.
@@ -62,6 +64,11 @@ struct RunState {
   }
 
   const Instruction& instruction(std::size_t index) const { return schedule->instructions()[index]; }
+
+  // Requires `mutex`. True when nothing has finished for longer than the stall timeout.
+  bool stalled(Clock::time_point now) const {
+    return now - last_progress > std::chrono::duration<double>(options.stall_timeout_s);
+  }
 
   bool under_cap() const {
     return options.max_concurrent == 0 || in_flight < static_cast<std::size_t>(options.max_concurrent);
@@ -85,7 +92,7 @@ struct RunState {
 
   // Requires `mutex`. Gives up one dispatch slot and wakes the caller when it was the last.
   void leave() {
-    if (--in_flight == 0) idle.notify_all();
+    if (--in_flight == 0) changed.notify_all();
   }
 };
 
@@ -133,7 +140,7 @@ Executor::Executor(ExecutorOptions options) {
   threads_.reserve(static_cast<std::size_t>(options.workers));
   try {
     for (std::int32_t worker = 0; worker < options.workers; ++worker) {
-      threads_.emplace_back([this, worker] { worker_loop(worker); });
+      threads_.emplace_back([this, worker] { worker_loop(worker + 1); });  // 0 is the caller
     }
   } catch (...) {
     // The destructor will not run for a half-built executor; stop the threads we have.
@@ -157,12 +164,31 @@ Executor::~Executor() {
   for (std::thread& thread : threads_) thread.join();
 }
 
-void Executor::push(Task task) {
+void Executor::push(std::vector<Task> tasks, RunState& run) {
+  if (tasks.empty()) return;
   {
     std::lock_guard lock(mutex_);
-    queue_.push_back(std::move(task));
+    for (Task& task : tasks) queue_.push_back(std::move(task));
   }
-  work_available_.notify_one();
+  {
+    std::lock_guard lock(run.mutex);
+    ++run.queued_epoch;
+  }
+  run.changed.notify_all();  // an idle caller may take them
+  if (tasks.size() == 1) {
+    work_available_.notify_one();
+  } else {
+    work_available_.notify_all();
+  }
+}
+
+bool Executor::take_queued(const RunState& run, std::size_t& index) {
+  std::lock_guard lock(mutex_);
+  auto found = std::find_if(queue_.begin(), queue_.end(), [&run](const Task& task) { return task.run.get() == &run; });
+  if (found == queue_.end()) return false;
+  index = found->index;
+  queue_.erase(found);
+  return true;
 }
 
 void Executor::worker_loop(std::int32_t worker) {
@@ -217,7 +243,17 @@ void Executor::execute(std::int32_t worker, Task task) {
       std::lock_guard lock(state.mutex);
       state.running.erase(index);
       ++state.finished;
-      state.last_progress = Clock::now();
+      const Clock::time_point now = Clock::now();
+      if (!failure && !state.failed && state.stalled(now)) {
+        // Nobody could watch this kernel (it ran on the caller, or the caller was busy):
+        // report the stall now that it has returned.
+        failure = std::make_exception_ptr(Error(
+            ErrorCode::Stalled, display_name(instruction) + " ran " +
+                                    std::to_string((record.end_us - record.start_us) / 1e6) +
+                                    " s while no other instruction finished; the stall timeout is " +
+                                    std::to_string(state.options.stall_timeout_s) + " s"));
+      }
+      state.last_progress = now;
       if (failure) {
         state.fail(std::move(failure));
       } else if (!state.failed) {
@@ -233,7 +269,9 @@ void Executor::execute(std::int32_t worker, Task task) {
       if (!next) state.leave();
       state.release_held(dispatch);
     }
-    for (std::size_t ready : dispatch) push(Task{task.run, ready});
+    std::vector<Task> tasks;
+    for (std::size_t ready : dispatch) tasks.push_back(Task{task.run, ready});
+    push(std::move(tasks), state);
     if (!next) return;
     index = *next;
   }
@@ -255,28 +293,56 @@ RunReport Executor::run(std::shared_ptr<const Schedule> schedule, Kernel kernel,
     record.device = instruction.device;
   }
 
-  std::vector<std::size_t> dispatch;
+  std::vector<std::size_t> ready;
   {
     std::lock_guard lock(state->mutex);
     for (std::size_t root : state->schedule->roots()) state->held.push(root);
-    state->release_held(dispatch);
+    state->release_held(ready);
   }
-  for (std::size_t root : dispatch) push(Task{state, root});
+  std::optional<std::size_t> mine;  // the instruction the caller runs next
+  std::vector<Task> tasks;
+  for (std::size_t root : ready) {
+    if (options.caller_runs && !mine) {
+      mine = root;
+    } else {
+      tasks.push_back(Task{state, root});
+    }
+  }
+  push(std::move(tasks), *state);
 
-  {
-    // Wait in slices so the stall check runs even when nothing notifies.
-    const std::chrono::duration<double> stall_timeout(state->options.stall_timeout_s);
-    const std::chrono::duration<double> slice = std::min(stall_timeout, std::chrono::duration<double>(0.05));
-    std::unique_lock lock(state->mutex);
-    while (state->in_flight > 0) {
-      state->idle.wait_for(lock, slice);
-      if (state->in_flight > 0 && Clock::now() - state->last_progress > stall_timeout) {
+  // Wait in slices so the stall check runs even when nothing notifies.
+  const std::chrono::duration<double> slice =
+      std::min(std::chrono::duration<double>(state->options.stall_timeout_s), std::chrono::duration<double>(0.05));
+  for (;;) {
+    if (mine) {
+      execute(0, Task{state, *mine});
+      mine.reset();
+    }
+    std::uint64_t seen_epoch = 0;
+    {
+      std::unique_lock lock(state->mutex);
+      if (state->in_flight == 0) break;
+      if (state->stalled(Clock::now())) {
         // Leave the stuck kernels running: the Tasks own the state. If a kernel already
         // failed, that first error explains the run better than the stall does.
         state->fail(std::make_exception_ptr(stall_error(*state)));
         std::rethrow_exception(std::exchange(state->error, nullptr));
       }
+      seen_epoch = state->queued_epoch;
     }
+    std::size_t index = 0;
+    if (options.caller_runs && take_queued(*state, index)) {
+      mine = index;
+      continue;
+    }
+    std::unique_lock lock(state->mutex);
+    state->changed.wait_for(lock, slice, [&] {
+      return state->in_flight == 0 || (options.caller_runs && state->queued_epoch != seen_epoch);
+    });
+  }
+
+  {
+    std::lock_guard lock(state->mutex);
     // Taking the error out of the state makes its last reference drop on this thread once
     // the caller's handler is done, not on whichever worker releases the state last. The
     // outcome is the same, but ThreadSanitizer cannot see libstdc++'s exception refcount

@@ -64,7 +64,7 @@ std::string chrome_trace_json(const RunReport& report) {
     out += "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":";
     append_integer(out, worker);
     out += ",\"args\":{\"name\":";
-    append_string(out, "worker " + std::to_string(worker));
+    append_string(out, worker == 0 ? std::string("caller") : "worker " + std::to_string(worker));
     out += "}}";
   }
 

@@ -61,14 +61,17 @@ TEST(ExecutorFailureTest, FirstErrorIsRethrownWithItsTypeAndStopsTheRun) {
 }
 
 TEST(ExecutorFailureTest, QueuedInstructionsAreSkippedAfterAFailure) {
-  // One worker takes the roots in order, so the second is still queued when the first fails.
+  // One pool worker and a caller that only waits: the worker takes the roots in order, so
+  // the second is still queued when the first fails.
   Executor executor({.workers = 1});
+  RunOptions options;
+  options.caller_runs = false;
   std::atomic<int> others{0};
   const auto schedule = std::make_shared<const Schedule>(std::vector<Instruction>{node(0), node(1), node(2, {1})});
   EXPECT_THROW(executor.run(schedule, [&](const Instruction& instruction) {
     if (instruction.id == 0) throw KernelFailure("first", 1);
     ++others;
-  }, {}), KernelFailure);
+  }, options), KernelFailure);
   EXPECT_EQ(others.load(), 0);
 }
 
@@ -144,6 +147,8 @@ TEST(ExecutorFailureTest, CancelMidChainStopsAndTheNextRunSucceeds) {
 TEST(ExecutorFailureTest, StallWatchdogNamesTheStuckInstruction) {
   Gate release;  // declared first: the stuck kernel uses it until the executor is gone
   Executor executor({.workers = 2});
+  RunOptions options = with_stall_timeout(0.2);
+  options.caller_runs = false;  // the caller watches; a pool worker runs the stuck kernel
   Instruction stuck = node(0);
   stuck.label = "stuck_matmul";
   const auto schedule = std::make_shared<const Schedule>(std::vector<Instruction>{stuck, node(1, {0})});
@@ -152,7 +157,7 @@ TEST(ExecutorFailureTest, StallWatchdogNamesTheStuckInstruction) {
   try {
     executor.run(schedule, [&](const Instruction& instruction) {
       if (instruction.id == 0) release.wait();
-    }, with_stall_timeout(0.2));
+    }, options);
     FAIL() << "run did not throw";
   } catch (const Error& error) {
     EXPECT_EQ(error.code(), ErrorCode::Stalled);
@@ -165,6 +170,27 @@ TEST(ExecutorFailureTest, StallWatchdogNamesTheStuckInstruction) {
   executor.run(chain(3), [&](const Instruction&) { ++calls; }, {});
   EXPECT_EQ(calls.load(), 3);
   release.open();
+}
+
+TEST(ExecutorFailureTest, StallInsideACallerKernelIsReportedWhenItReturns) {
+  Executor executor({.workers = 1});
+  Instruction slow = node(0);
+  slow.label = "slow_region";
+  const auto schedule = std::make_shared<const Schedule>(std::vector<Instruction>{slow, node(1, {0})});
+  bool successor_ran = false;
+  try {
+    executor.run(schedule, [&](const Instruction& instruction) {
+      if (instruction.id == 0) std::this_thread::sleep_for(400ms);
+      if (instruction.id == 1) successor_ran = true;
+    }, with_stall_timeout(0.1));
+    FAIL() << "run did not throw";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.code(), ErrorCode::Stalled);
+    const std::string message = error.what();
+    EXPECT_EQ(message.rfind("slow_region ran ", 0), 0u) << message;
+    EXPECT_NE(message.find("the stall timeout is 0.1"), std::string::npos) << message;
+  }
+  EXPECT_FALSE(successor_ran);
 }
 
 }  // namespace

@@ -26,7 +26,7 @@ TEST(ChromeTraceTest, OneRowPerWorkerAndOneEventPerInstructionThatRan) {
   };
   const std::string expected =
       R"({"traceEvents":[)"
-      R"({"name":"thread_name","ph":"M","pid":1,"tid":0,"args":{"name":"worker 0"}},)"
+      R"({"name":"thread_name","ph":"M","pid":1,"tid":0,"args":{"name":"caller"}},)"
       R"({"name":"thread_name","ph":"M","pid":1,"tid":1,"args":{"name":"worker 1"}},)"
       R"({"name":"say \"hi\" \\ now\n\u0001","cat":"compute","ph":"X","ts":1.5,"dur":2.5,"pid":1,"tid":1,)"
       R"("args":{"id":1,"device":"cuda:0"}},)"

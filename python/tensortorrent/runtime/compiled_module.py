@@ -44,13 +44,14 @@ class CompiledModule(nn.Module):
             return self._call_direct(flat, args, kwargs)
         call = self._runner.new_call(flat)
         plan = self._plan
-        report = self._executor.run(
-            plan.schedule,
-            call.run_region_on_worker,
-            max_concurrent=plan.max_concurrent,
-            stall_timeout_s=plan.stall_timeout_s,
-            cancel=self._cancel,
-        )
+        with torch.no_grad():  # the caller's thread runs regions too
+            report = self._executor.run(
+                plan.schedule,
+                call.run_region_on_worker,
+                max_concurrent=plan.max_concurrent,
+                stall_timeout_s=plan.stall_timeout_s,
+                cancel=self._cancel,
+            )
         self._set_report(report)
         return call.finish()
 

@@ -30,6 +30,7 @@ struct RunOptions {
   std::int32_t max_concurrent = 0;        // instructions of this run in flight at once; 0: no cap
   double stall_timeout_s = 300.0;         // > 0: fail with Error(Stalled) after this long without any instruction finishing
   std::shared_ptr<CancelToken> cancel;    // shared with the caller; may be null
+  bool caller_runs = true;                // the calling thread runs instructions too (see run())
 };
 
 struct RunState;  // per-run bookkeeping, private to executor.cc
@@ -48,8 +49,16 @@ class Executor {
 
   // Runs every instruction of `schedule` after all of its dependencies, calling `kernel`
   // for each, and blocks until the run ends. Independent instructions run concurrently
-  // on different workers (up to options.max_concurrent). When an instruction finishes
-  // and makes exactly one successor ready, the same worker runs it next.
+  // on different threads (up to options.max_concurrent). When an instruction finishes
+  // and makes a successor ready, the same thread runs it next.
+  //
+  // With options.caller_runs the calling thread is a worker of its own run (recorded as
+  // worker 0; pool workers are 1..workers()): it takes the first root and every ready
+  // instruction nobody else has taken, so a chain runs entirely on the caller. Compute
+  // libraries keep per-thread state (OpenMP thread teams, allocator caches) that extra
+  // threads would duplicate and contend for; the pool only helps with parallel branches.
+  // The cost: a kernel running on the caller cannot be abandoned, so a stall inside it is
+  // reported when it returns rather than at the timeout.
   //
   // Ends early, throwing, when:
   //  - a kernel throws: no further instruction starts; run() waits for those in flight,
@@ -77,7 +86,9 @@ class Executor {
 
   void worker_loop(std::int32_t worker);
   void execute(std::int32_t worker, Task task);
-  void push(Task task);
+  void push(std::vector<Task> tasks, RunState& run);
+  // Removes and returns a queued instruction of `run`, if any (the caller's share of it).
+  bool take_queued(const RunState& run, std::size_t& index);
 
   std::mutex mutex_;
   std::condition_variable work_available_;

@@ -13,7 +13,7 @@ struct InstructionRecord {
   std::string label;
   std::string kind;             // instruction_kind_name() of the instruction
   std::string device;
-  std::int32_t worker = -1;     // executor worker that ran it; -1 if it did not run
+  std::int32_t worker = -1;     // thread that ran it: 0 the caller, 1.. pool workers; -1 if it did not run
   double start_us = 0.0;        // microseconds since the run started
   double end_us = 0.0;
   bool ran = false;             // false when skipped after an error or cancellation
@@ -27,7 +27,7 @@ struct RunReport {
 };
 
 // Chrome trace-event JSON ("traceEvents" with complete "X" events, one thread row per
-// worker) that chrome://tracing and Perfetto open. Skipped instructions are left out.
+// thread: "caller" or "worker N") that chrome://tracing and Perfetto open. Skipped instructions are left out.
 std::string chrome_trace_json(const RunReport& report);
 
 }  // namespace tt
