@@ -36,7 +36,8 @@ class CompiledModule(nn.Module):
         self._submodules = tuple(model.modules())
         self._report_lock = threading.Lock()
         # A plain list, not an attribute: nn.Module.__setattr__ costs microseconds per call.
-        self._last_report: list[_core.RunReport] = []
+        # It holds a RunReport, or the duration of a direct-path call in microseconds.
+        self._last_report: list[_core.RunReport | float] = []
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         flat = self._signature.flatten(args, kwargs)
@@ -68,8 +69,8 @@ class CompiledModule(nn.Module):
                 # resident CPU plan, keeping eager's fused kernels (such as the fast path
                 # of nn.TransformerEncoderLayer) that the captured graph spells out.
                 outputs = detach_outputs(self.model(*args, **kwargs))
-        elapsed_us = (time.perf_counter() - start) * 1e6
-        self._set_report(self._direct_report(elapsed_us))
+        # Only the duration is kept; the report is built if someone asks for it.
+        self._set_report((time.perf_counter() - start) * 1e6)
         return outputs
 
     def _direct_report(self, elapsed_us: float) -> _core.RunReport:
@@ -88,7 +89,7 @@ class CompiledModule(nn.Module):
         ]
         return _core.RunReport(records=records, wall_us=elapsed_us, workers=1)
 
-    def _set_report(self, report: _core.RunReport) -> None:
+    def _set_report(self, report: _core.RunReport | float) -> None:
         with self._report_lock:
             self._last_report[:] = [report]
 
@@ -100,7 +101,8 @@ class CompiledModule(nn.Module):
     def last_report(self) -> _core.RunReport | None:
         """Per-instruction telemetry of the most recent call that finished (None before any)."""
         with self._report_lock:
-            return self._last_report[0] if self._last_report else None
+            last = self._last_report[0] if self._last_report else None
+        return self._direct_report(last) if isinstance(last, float) else last
 
     @property
     def uses_direct_path(self) -> bool:

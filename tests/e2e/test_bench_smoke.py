@@ -1,0 +1,26 @@
+"""bench/overhead.py --quick runs and writes well-formed results (no timing is asserted)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_overhead_benchmark_quick_run(tmp_path):
+    out = tmp_path / "overhead.json"
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "overhead.py"), "--quick", "--out", str(out)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    results = json.loads(out.read_text())
+    assert set(results["executor_overhead"]) == {"native", "native_pool", "compiled_chain"}
+    assert results["executor_overhead"]["compiled_chain"]["max_abs_error"] == 0
+    for workload in results["latency"].values():
+        assert workload["direct"]["uses_direct_path"] and not workload["executor"]["uses_direct_path"]
+        assert workload["direct"]["max_abs_error"] < 1e-4
+    assert results["machine"]["torch"] == __import__("torch").__version__
