@@ -67,3 +67,8 @@ def test_tied_weights_share_one_bound_tensor():
     program, _ = regions_of(gpt2(1), (torch.randint(0, 64, (1, 8)),), kwargs={"use_cache": False})
     tied = [b for b in program.bound if len(b.names) > 1]
     assert len(tied) == 1 and set(tied[0].names) == {"transformer.wte.weight", "lm_head.weight"}
+
+
+def test_metadata_asserts_are_dropped_from_the_graph():
+    program, _ = regions_of(gpt2(1), (torch.randint(0, 64, (1, 8)),), kwargs={"use_cache": False})
+    assert not [n for n in program.compute_nodes if "assert_tensor_metadata" in str(n.target)]
