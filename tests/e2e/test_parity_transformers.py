@@ -49,3 +49,23 @@ def test_bert_with_attention_mask():
     mask = torch.ones(2, 10, dtype=torch.long)
     mask[1, 6:] = 0
     assert_parity(model, (ids,), {"attention_mask": mask})
+
+
+def vit():
+    config = transformers.ViTConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                                    intermediate_size=128, image_size=32, patch_size=8)
+    return transformers.ViTModel(config).eval()
+
+
+def resnet():
+    config = transformers.ResNetConfig(embedding_size=16, hidden_sizes=[16, 32], depths=[1, 1])
+    return transformers.ResNetModel(config).eval()
+
+
+@pytest.mark.parametrize("build", [vit, resnet], ids=["vit", "resnet"])
+def test_vision_model_parity(build):
+    torch.manual_seed(0)
+    model = build()
+    pixels = torch.randn(2, 3, 32, 32)
+    compiled = assert_parity(model, (pixels,))
+    assert compiled.region_count >= 3

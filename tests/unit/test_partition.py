@@ -72,3 +72,9 @@ def test_tied_weights_share_one_bound_tensor():
 def test_metadata_asserts_are_dropped_from_the_graph():
     program, _ = regions_of(gpt2(1), (torch.randint(0, 64, (1, 8)),), kwargs={"use_cache": False})
     assert not [n for n in program.compute_nodes if "assert_tensor_metadata" in str(n.target)]
+
+
+def test_regions_say_what_they_hold():
+    _, regions = regions_of(gpt2(1), (torch.randint(0, 64, (1, 8)),), kwargs={"use_cache": False})
+    assert [r.span for r in regions if r.layer] == ["GPT2Block"]
+    assert regions[0].span.startswith("transformer.wte")

@@ -40,12 +40,13 @@ def explain(
         f"  config: " + ", ".join(f"{k}={v}" for k, v in config.as_dict().items()),
         "",
         "Regions",
-        f"  {'region':<32} {'ops':>5} {'params':>11} {'device':<7} depends on",
+        f"  {'region':<24} {'ops':>5} {'params':>11} {'device':<7} {'depends on':<12} modules",
     ]
     for region, device in zip(regions, plan.devices):
         deps = ", ".join(f"r{d}" for d in region.deps) or "-"
         lines.append(
-            f"  {region.name:<32} {len(region.nodes):>5} {format_bytes(region.parameter_bytes):>11} {device:<7} {deps}"
+            f"  {region.name:<24} {len(region.nodes):>5} {format_bytes(region.parameter_bytes):>11} {device:<7} "
+            f"{deps:<12} {region.span}"
         )
     lines += ["", "Schedule"]
     if plan.direct:
@@ -53,7 +54,7 @@ def explain(
     for position in plan.schedule.topological_order:
         instruction = plan.schedule.instructions[position]
         deps = ", ".join(str(d) for d in instruction.deps) or "-"
-        lines.append(f"  {instruction.id:>4}  compute {instruction.label:<32} on {instruction.device}  after {deps}")
+        lines.append(f"  {instruction.id:>4}  compute {instruction.label:<24} on {instruction.device}  after {deps}")
     concurrency = f"up to {plan.max_concurrent} region(s) at once"
     lines += [
         "",

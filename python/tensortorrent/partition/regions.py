@@ -34,6 +34,26 @@ class Region:
     def parameter_bytes(self) -> int:
         return sum(b.nbytes for b in self.bound)
 
+    @property
+    def span(self) -> str:
+        """What the region holds: its layer's class, or 'first .. last' module path."""
+        if self.layer is not None:
+            for node in self.nodes:
+                for path, module_type in (node.meta.get("nn_module_stack") or {}).values():
+                    if path == self.layer:
+                        # torch records the class as a dotted name (or, in some versions, the type)
+                        return getattr(module_type, "__name__", str(module_type).rsplit(".", 1)[-1])
+        paths = [path for path in map(_module_path, self.nodes) if path is not None]
+        if not paths:
+            return "-"
+        first, last = paths[0] or "(root)", paths[-1] or "(root)"
+        return first if first == last else f"{first} .. {last}"
+
+
+def _module_path(node: fx.Node) -> str | None:
+    stack = node.meta.get("nn_module_stack")
+    return next(reversed(stack.values()))[0] if stack else None
+
 
 def layer_paths(model: nn.Module) -> frozenset[str]:
     """Module paths that are layers: composite blocks indexed in a container (h.0, layers.3).
