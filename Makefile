@@ -9,12 +9,17 @@ CPP_SOURCES := $(shell find cpp -name '*.h' -o -name '*.cc') CMakeLists.txt pypr
 
 all: $(VENV)/.built
 
-# Debian packages the C++ build and tests need (GoogleTest); installed once, as root.
+# Debian packages the C++ build needs: GoogleTest, and Python's headers where the
+# interpreter came without them (Debian's own python3). Installed once, as root.
 system-deps:
-	@if [ ! -f /usr/include/gtest/gtest.h ]; then \
-		echo "installing Debian package libgtest-dev"; \
+	@missing=""; \
+	[ -f /usr/include/gtest/gtest.h ] || missing="$$missing libgtest-dev"; \
+	$(PYTHON) -c 'import os, sys, sysconfig; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' \
+		|| missing="$$missing python3-dev"; \
+	if [ -n "$$missing" ]; then \
+		echo "installing Debian packages:$$missing"; \
 		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq libgtest-dev; \
+		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq $$missing; \
 	fi
 
 # The virtual environment with the build tools and torch pinned for development.
