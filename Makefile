@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 CPP_SOURCES := $(shell find cpp -name '*.h' -o -name '*.cc') CMakeLists.txt pyproject.toml
 
-.PHONY: all demo test test-cpp test-python sanitize bench system-deps clean
+.PHONY: all demo test test-cpp test-python lint sanitize bench system-deps clean
 
 all: $(VENV)/.built
 
@@ -48,7 +48,12 @@ test-cpp: build/cpp/build.ninja
 test-python: $(VENV)/.built
 	$(PY) -m pytest -q tests
 
-test: test-cpp test-python
+# Ruff: pyflakes, pycodestyle, import order, bugbear, pyupgrade, and formatting.
+lint: $(VENV)/.built
+	$(BIN)/ruff check python tests bench
+	$(BIN)/ruff format --check python tests bench
+
+test: lint test-cpp test-python
 
 # The C++ tests under AddressSanitizer and UndefinedBehaviorSanitizer.
 sanitize: $(VENV)/.deps | system-deps

@@ -81,8 +81,12 @@ def warm_up_and_size(fn: Callable[[], object], settings: Settings) -> int:
 
 
 def summarize(samples: list[float]) -> dict:
-    return {"median_us": statistics.median(samples), "min_us": min(samples), "max_us": max(samples),
-            "samples_us": samples}
+    return {
+        "median_us": statistics.median(samples),
+        "min_us": min(samples),
+        "max_us": max(samples),
+        "samples_us": samples,
+    }
 
 
 def compare(systems: dict[str, Callable[[], object]], settings: Settings) -> dict[str, dict]:
@@ -109,8 +113,9 @@ def env_var(name: str, value: str | None) -> Iterator[None]:
             os.environ[name] = old
 
 
-def compile_and_compare(model: nn.Module, x: torch.Tensor, direct_env: str | None, settings: Settings,
-                        **config) -> tuple[tt.CompiledModule, dict]:
+def compile_and_compare(
+    model: nn.Module, x: torch.Tensor, direct_env: str | None, settings: Settings, **config
+) -> tuple[tt.CompiledModule, dict]:
     """Compiles under a given TT_DIRECT_PATH (read at compile time) and times eager vs compiled."""
     with env_var("TT_DIRECT_PATH", direct_env):
         start = time.perf_counter()
@@ -135,8 +140,10 @@ def compile_and_compare(model: nn.Module, x: torch.Tensor, direct_env: str | Non
 def executor_view(report: _core.RunReport) -> dict:
     """Means from the executor's records: idle gap between instructions, and time inside each."""
     records = sorted(report.records, key=lambda r: r.start_us)
-    return {"gap_us": statistics.fmean(b.start_us - a.end_us for a, b in zip(records, records[1:])),
-            "kernel_us": statistics.fmean(r.end_us - r.start_us for r in records)}
+    return {
+        "gap_us": statistics.fmean(b.start_us - a.end_us for a, b in zip(records, records[1:])),
+        "kernel_us": statistics.fmean(r.end_us - r.start_us for r in records),
+    }
 
 
 def bench_native_executor(settings: Settings, caller_runs: bool) -> dict:
@@ -144,15 +151,24 @@ def bench_native_executor(settings: Settings, caller_runs: bool) -> dict:
     False makes pool workers run every instruction, so each crosses threads and the GIL."""
     # One worker per usable core, as a compiled module with the default config gets.
     executor = _core.Executor(workers=len(os.sched_getaffinity(0)))
-    schedule = _core.Schedule([
-        _core.Instruction(id=i, kind=_core.InstructionKind.Compute, region=i, device="cpu",
-                          label=f"r{i}", deps=[i - 1] if i else [])
-        for i in range(NATIVE_CHAIN)
-    ])
+    schedule = _core.Schedule(
+        [
+            _core.Instruction(
+                id=i,
+                kind=_core.InstructionKind.Compute,
+                region=i,
+                device="cpu",
+                label=f"r{i}",
+                deps=[i - 1] if i else [],
+            )
+            for i in range(NATIVE_CHAIN)
+        ]
+    )
 
     def run_chain() -> _core.RunReport:
-        return executor.run(schedule, lambda region: None, max_concurrent=0, stall_timeout_s=300.0, cancel=None,
-                            caller_runs=caller_runs)
+        return executor.run(
+            schedule, lambda region: None, max_concurrent=0, stall_timeout_s=300.0, cancel=None, caller_runs=caller_runs
+        )
 
     timing = compare({"executor": run_chain}, settings)["executor"]
     per_instruction = summarize([v / NATIVE_CHAIN for v in timing["samples_us"]])
@@ -192,9 +208,14 @@ def bench_compiled_chain(settings: Settings) -> dict:
     overhead = (timing["compiled"]["median_us"] - timing["eager"]["median_us"]) / COMPILED_CHAIN
     compiled(x)  # a fresh report for the executor's view
     view = executor_view(compiled.last_report)
-    return {**result, "overhead_per_region_us": overhead, "executor_gap_us": view["gap_us"],
-            "region_kernel_us": view["kernel_us"], "target_us": TARGET_REGION_US,
-            "meets_target": overhead < TARGET_REGION_US}
+    return {
+        **result,
+        "overhead_per_region_us": overhead,
+        "executor_gap_us": view["gap_us"],
+        "region_kernel_us": view["kernel_us"],
+        "target_us": TARGET_REGION_US,
+        "meets_target": overhead < TARGET_REGION_US,
+    }
 
 
 def mlp() -> nn.Module:
@@ -279,26 +300,37 @@ def print_table(results: dict) -> None:
     for key, who in (("native", "the caller runs the chain"), ("native_pool", "pool workers run every instruction")):
         native = overhead[key]
         p = native["per_instruction"]
-        print(f"  (a) native executor, {native['instructions']}-instruction chain, no-op Python kernel, "
-              f"{native['workers']} workers, {who}:\n"
-              f"      {p['median_us']:.2f} us/instruction (min {p['min_us']:.2f}, max {p['max_us']:.2f}); records: "
-              f"gap {native['executor_gap_us_median']:.2f} us, in kernel call {native['executor_kernel_us_median']:.2f} us"
-              f"   meets target: {yes_no[native['meets_target']]}")
-    print(f"  (b) compiled {chain['regions']}-region chain of x + 1.0 vs eager, us/call median (min-max):\n"
-          f"      eager {spread(chain['timing']['eager'])}, compiled {spread(chain['timing']['compiled'])}\n"
-          f"      -> {chain['overhead_per_region_us']:.2f} us/region; records: gap {chain['executor_gap_us']:.2f} us,"
-          f" in region {chain['region_kernel_us']:.2f} us; max abs err {chain['max_abs_error']:.3g}"
-          f"   meets target: {yes_no[chain['meets_target']]}")
-    print(f"\n2. compiled/eager latency, us/call median (min-max); target ratio <= {TARGET_RATIO} on the direct path\n"
-          f"  {'workload':26} {'path':8} {'regions':>7} {'eager':>28} {'compiled':>28} {'ratio':>6}  target  max err")
+        print(
+            f"  (a) native executor, {native['instructions']}-instruction chain, no-op Python kernel, "
+            f"{native['workers']} workers, {who}:\n"
+            f"      {p['median_us']:.2f} us/instruction (min {p['min_us']:.2f}, max {p['max_us']:.2f}); records: "
+            f"gap {native['executor_gap_us_median']:.2f} us, "
+            f"in kernel call {native['executor_kernel_us_median']:.2f} us"
+            f"   meets target: {yes_no[native['meets_target']]}"
+        )
+    print(
+        f"  (b) compiled {chain['regions']}-region chain of x + 1.0 vs eager, us/call median (min-max):\n"
+        f"      eager {spread(chain['timing']['eager'])}, compiled {spread(chain['timing']['compiled'])}\n"
+        f"      -> {chain['overhead_per_region_us']:.2f} us/region; records: gap {chain['executor_gap_us']:.2f} us,"
+        f" in region {chain['region_kernel_us']:.2f} us; max abs err {chain['max_abs_error']:.3g}"
+        f"   meets target: {yes_no[chain['meets_target']]}"
+    )
+    print(
+        f"\n2. compiled/eager latency, us/call median (min-max); target ratio <= {TARGET_RATIO} on the direct path\n"
+        f"  {'workload':26} {'path':8} {'regions':>7} {'eager':>28} {'compiled':>28} {'ratio':>6}  target  max err"
+    )
     for name, workload in results["latency"].items():
         for r in (workload["direct"], workload["executor"]):
             target = yes_no[r["meets_target"]] if "meets_target" in r else "(info)"
-            print(f"  {name:26} {'direct' if r['uses_direct_path'] else 'executor':8} {r['regions']:7} "
-                  f"{spread(r['timing']['eager']):>28} {spread(r['timing']['compiled']):>28} "
-                  f"{r['ratio_of_medians']:6.3f}  {target:6}  {r['max_abs_error']:.2g}")
-    print(f"\nother processes kept {results['other_load_cores']:.2f} of {results['machine']['cores_usable']} cores "
-          f"busy on average (noise); torch threads {results['torch_threads']}")
+            print(
+                f"  {name:26} {'direct' if r['uses_direct_path'] else 'executor':8} {r['regions']:7} "
+                f"{spread(r['timing']['eager']):>28} {spread(r['timing']['compiled']):>28} "
+                f"{r['ratio_of_medians']:6.3f}  {target:6}  {r['max_abs_error']:.2g}"
+            )
+    print(
+        f"\nother processes kept {results['other_load_cores']:.2f} of {results['machine']['cores_usable']} cores "
+        f"busy on average (noise); torch threads {results['torch_threads']}"
+    )
 
 
 def main() -> None:
@@ -314,7 +346,11 @@ def main() -> None:
         "utc": started.isoformat(timespec="seconds"),
         "machine": machine(),
         "torch_threads": torch.get_num_threads(),
-        "settings": {"runs": settings.runs, "sample_ms": settings.sample_ns / 1e6, "warmup_ms": settings.warmup_ns / 1e6},
+        "settings": {
+            "runs": settings.runs,
+            "sample_ms": settings.sample_ns / 1e6,
+            "warmup_ms": settings.warmup_ns / 1e6,
+        },
         "executor_overhead": {
             "native": bench_native_executor(settings, caller_runs=True),
             "native_pool": bench_native_executor(settings, caller_runs=False),

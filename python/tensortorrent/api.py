@@ -54,9 +54,7 @@ def compile(
         with progress.stage("build"):
             runner = ProgramRunner(program, regions)
             report = explain(type(model).__qualname__, signature.describe(), program, regions, plan, config)
-            compiled = CompiledModule(
-                model=model, signature=signature, runner=runner, plan=plan, explain_text=report
-            )
+            compiled = CompiledModule(model=model, signature=signature, runner=runner, plan=plan, explain_text=report)
     log.info(
         "compiled %s: %d region(s), direct path %s",
         type(model).__qualname__,
@@ -103,6 +101,4 @@ def _check_devices(devices: object) -> None:
         )
     unsupported = [d for d in requested if d not in ("auto", "cpu")]
     if unsupported or not requested:
-        raise UnsupportedError(
-            f"tt.compile: devices: this version runs on 'cpu' (or 'auto'), got {devices!r}"
-        )
+        raise UnsupportedError(f"tt.compile: devices: this version runs on 'cpu' (or 'auto'), got {devices!r}")

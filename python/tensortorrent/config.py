@@ -62,7 +62,9 @@ def _check_bool(name: str, value: object) -> None:
 
 def _check_positive_seconds(name: str, value: object) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ConfigTypeError(f"CompileConfig.{name}: expected a number of seconds, got {_type_name(value)} ({value!r})")
+        raise ConfigTypeError(
+            f"CompileConfig.{name}: expected a number of seconds, got {_type_name(value)} ({value!r})"
+        )
     if not math.isfinite(value) or value <= 0:
         raise ConfigValueError(f"CompileConfig.{name}: expected a finite number of seconds > 0, got {value}")
 

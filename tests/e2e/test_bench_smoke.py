@@ -14,7 +14,9 @@ def test_overhead_benchmark_quick_run(tmp_path):
     out = tmp_path / "overhead.json"
     done = subprocess.run(
         [sys.executable, str(ROOT / "bench" / "overhead.py"), "--quick", "--out", str(out)],
-        capture_output=True, text=True, timeout=300,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert done.returncode == 0, done.stderr
     results = json.loads(out.read_text())

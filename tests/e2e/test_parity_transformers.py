@@ -5,28 +5,41 @@ from __future__ import annotations
 import pytest
 import torch
 
-import tensortorrent as tt
 from conftest import assert_parity
 
 transformers = pytest.importorskip("transformers")
 
 
 def gpt2():
-    config = transformers.GPT2Config(n_layer=2, n_embd=64, n_head=4, vocab_size=128, n_positions=64,
-                                     bos_token_id=0, eos_token_id=0)
+    config = transformers.GPT2Config(
+        n_layer=2, n_embd=64, n_head=4, vocab_size=128, n_positions=64, bos_token_id=0, eos_token_id=0
+    )
     return transformers.GPT2LMHeadModel(config).eval()
 
 
 def bert():
-    config = transformers.BertConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
-                                     intermediate_size=128, vocab_size=128, max_position_embeddings=64)
+    config = transformers.BertConfig(
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=128,
+        vocab_size=128,
+        max_position_embeddings=64,
+    )
     return transformers.BertModel(config).eval()
 
 
 def llama():
-    config = transformers.LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                                      num_attention_heads=4, num_key_value_heads=2, vocab_size=128,
-                                      max_position_embeddings=64, use_cache=False)
+    config = transformers.LlamaConfig(
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=128,
+        max_position_embeddings=64,
+        use_cache=False,
+    )
     return transformers.LlamaForCausalLM(config).eval()
 
 
@@ -52,8 +65,9 @@ def test_bert_with_attention_mask():
 
 
 def vit():
-    config = transformers.ViTConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
-                                    intermediate_size=128, image_size=32, patch_size=8)
+    config = transformers.ViTConfig(
+        hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128, image_size=32, patch_size=8
+    )
     return transformers.ViTModel(config).eval()
 
 

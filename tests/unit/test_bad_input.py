@@ -36,13 +36,33 @@ def good_call(model, compiled):
 @pytest.mark.parametrize(
     "args, kwargs, message",
     [
-        ((torch.randn(5, 8), torch.randn(3, 4)), {"bias": torch.randn(4)}, r"args\[0\]: compiled for shape \(3, 8\), got \(5, 8\)"),
-        ((torch.randn(3, 8, dtype=torch.float64), torch.randn(3, 4)), {"bias": torch.randn(4)}, "compiled for dtype torch.float32, got torch.float64"),
-        ((torch.randn(3, 8),), {"bias": torch.randn(4)}, r"compiled for inputs structured as \(\*, \*, bias=\*\), got \(\*, bias=\*\)"),
-        ((torch.randn(3, 8), (torch.randn(3, 4),)), {"bias": torch.randn(4)}, r"structured as .*got \(\*, \(\*\), bias=\*\)"),
+        (
+            (torch.randn(5, 8), torch.randn(3, 4)),
+            {"bias": torch.randn(4)},
+            r"args\[0\]: compiled for shape \(3, 8\), got \(5, 8\)",
+        ),
+        (
+            (torch.randn(3, 8, dtype=torch.float64), torch.randn(3, 4)),
+            {"bias": torch.randn(4)},
+            "compiled for dtype torch.float32, got torch.float64",
+        ),
+        (
+            (torch.randn(3, 8),),
+            {"bias": torch.randn(4)},
+            r"compiled for inputs structured as \(\*, \*, bias=\*\), got \(\*, bias=\*\)",
+        ),
+        (
+            (torch.randn(3, 8), (torch.randn(3, 4),)),
+            {"bias": torch.randn(4)},
+            r"structured as .*got \(\*, \(\*\), bias=\*\)",
+        ),
         ((torch.randn(3, 8), torch.randn(3, 4)), {}, r"keyword inputs \['bias'\], got \[\]"),
         ((torch.randn(3, 8), torch.randn(3, 4)), {"bias": torch.randn(4), "extra": 1}, "keyword inputs"),
-        ((torch.randn(3, 8), 3.0), {"bias": torch.randn(4)}, r"args\[1\]: compiled for a tensor of shape \(3, 4\).*got float 3.0"),
+        (
+            (torch.randn(3, 8), 3.0),
+            {"bias": torch.randn(4)},
+            r"args\[1\]: compiled for a tensor of shape \(3, 4\).*got float 3.0",
+        ),
     ],
     ids=["shape", "dtype", "too-few", "nested", "missing-kwarg", "extra-kwarg", "not-a-tensor"],
 )

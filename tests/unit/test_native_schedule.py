@@ -12,7 +12,9 @@ from tensortorrent import _core
 
 
 def chain(n: int) -> _core.Schedule:
-    return _core.Schedule([_core.Instruction(id=i, region=i, label=f"r{i}", deps=[i - 1] if i else []) for i in range(n)])
+    return _core.Schedule(
+        [_core.Instruction(id=i, region=i, label=f"r{i}", deps=[i - 1] if i else []) for i in range(n)]
+    )
 
 
 def test_schedule_rejects_cycles_unknown_and_duplicate_ids():

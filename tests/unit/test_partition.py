@@ -22,8 +22,9 @@ def mlp() -> nn.Module:
 
 
 def gpt2(layers: int = 3) -> nn.Module:
-    config = transformers.GPT2Config(n_layer=layers, n_embd=32, n_head=2, vocab_size=64, n_positions=32,
-                                     bos_token_id=0, eos_token_id=0)
+    config = transformers.GPT2Config(
+        n_layer=layers, n_embd=32, n_head=2, vocab_size=64, n_positions=32, bos_token_id=0, eos_token_id=0
+    )
     return transformers.GPT2LMHeadModel(config).eval()
 
 
@@ -58,8 +59,12 @@ def test_dependencies_point_backwards():
 def test_partition_is_deterministic():
     model = gpt2(2)
     ids = torch.randint(0, 64, (1, 8))
-    first = [(r.name, [n.name for n in r.nodes], r.deps) for r in regions_of(model, (ids,), 20, {"use_cache": False})[1]]
-    second = [(r.name, [n.name for n in r.nodes], r.deps) for r in regions_of(model, (ids,), 20, {"use_cache": False})[1]]
+    first = [
+        (r.name, [n.name for n in r.nodes], r.deps) for r in regions_of(model, (ids,), 20, {"use_cache": False})[1]
+    ]
+    second = [
+        (r.name, [n.name for n in r.nodes], r.deps) for r in regions_of(model, (ids,), 20, {"use_cache": False})[1]
+    ]
     assert first == second
 
 

@@ -55,9 +55,7 @@ class InputSignature:
             for path, v in leaves_with_paths
         )
         flat_positional = pytree.tree_flatten((tuple(range(len(args))), {}))[1]
-        self._tensors_only = (
-            self.spec == flat_positional and all(leaf.shape is not None for leaf in self.leaves)
-        )
+        self._tensors_only = self.spec == flat_positional and all(leaf.shape is not None for leaf in self.leaves)
 
     def describe(self) -> str:
         """A one-line summary such as 'args[0]: tensor of shape (8, 16) and dtype torch.float32'."""
@@ -72,9 +70,7 @@ class InputSignature:
                     _check_leaf(leaf, value)
                 return list(args)
         if set(kwargs) != set(self.kwarg_names):
-            raise InputMismatchError(
-                f"compiled for keyword inputs {sorted(self.kwarg_names)}, got {sorted(kwargs)}"
-            )
+            raise InputMismatchError(f"compiled for keyword inputs {sorted(self.kwarg_names)}, got {sorted(kwargs)}")
         ordered_kwargs = {name: kwargs[name] for name in self.kwarg_names}
         flat, spec = pytree.tree_flatten((args, ordered_kwargs))
         if spec != self.spec:
@@ -96,9 +92,7 @@ def _check_leaf(leaf: LeafSpec, value: Any) -> None:
     if not isinstance(value, torch.Tensor):
         raise InputMismatchError(f"input {leaf.path}: compiled for a {leaf.describe()}, got {_describe(value)}")
     if tuple(value.shape) != leaf.shape:
-        raise InputMismatchError(
-            f"input {leaf.path}: compiled for shape {leaf.shape}, got {tuple(value.shape)}"
-        )
+        raise InputMismatchError(f"input {leaf.path}: compiled for shape {leaf.shape}, got {tuple(value.shape)}")
     if value.dtype != leaf.dtype:
         raise InputMismatchError(f"input {leaf.path}: compiled for dtype {leaf.dtype}, got {value.dtype}")
     if value.device != leaf.device:

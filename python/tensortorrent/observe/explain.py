@@ -37,7 +37,7 @@ def explain(
         f"bound tensors: {len(program.bound)} ({format_bytes(program.parameter_bytes)}"
         + (f", {tied} tied" if tied else "")
         + ")",
-        f"  config: " + ", ".join(f"{k}={v}" for k, v in config.as_dict().items()),
+        "  config: " + ", ".join(f"{k}={v}" for k, v in config.as_dict().items()),
         "",
         "Regions",
         f"  {'region':<24} {'ops':>5} {'params':>11} {'device':<7} {'depends on':<12} modules",

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-
 import sys
 import threading
 import time
@@ -89,5 +88,3 @@ class CompileProgress:
     def _update(self) -> None:
         if self._progress is not None:
             self._progress.update(self._task, description=self._current, completed=self._done)
-
-
