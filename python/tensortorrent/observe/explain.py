@@ -55,7 +55,7 @@ def explain(
         instruction = plan.schedule.instructions[position]
         deps = ", ".join(str(d) for d in instruction.deps) or "-"
         lines.append(f"  {instruction.id:>4}  compute {instruction.label:<24} on {instruction.device}  after {deps}")
-    concurrency = f"up to {plan.max_concurrent} region(s) at once"
+    concurrency = f"up to {plan.max_concurrent} region(s) at once (the calling thread and a worker pool)"
     lines += [
         "",
         f"Execution: {concurrency}; stall timeout {plan.stall_timeout_s:g} s",

@@ -32,7 +32,8 @@ class CompiledModule(nn.Module):
         self._plan = plan
         self._explain_text = explain_text
         self._cancel = _core.CancelToken()
-        self._executor = None if plan.direct else _core.Executor(workers=plan.max_concurrent)
+        # The calling thread runs regions too, so the pool only needs the rest of the slots.
+        self._executor = None if plan.direct else _core.Executor(workers=max(1, plan.max_concurrent - 1))
         self._submodules = tuple(model.modules())
         self._report_lock = threading.Lock()
         # A plain list, not an attribute: nn.Module.__setattr__ costs microseconds per call.
