@@ -24,7 +24,6 @@ import os
 import platform
 import statistics
 import subprocess
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -37,6 +36,7 @@ from torch import nn
 
 import tensortorrent as tt
 from tensortorrent import _core
+from tensortorrent.files import write_text_atomically
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS_DIR = ROOT / "bench" / "results"
@@ -275,17 +275,8 @@ def git(*args: str) -> str | None:
 
 
 def write_json(data: dict, path: Path) -> None:
-    """Writes beside the target and renames, so a reader never sees a half-written file."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".overhead-", suffix=".json", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(data, handle, indent=2)
-            handle.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    write_text_atomically(path, json.dumps(data, indent=2) + "\n")
 
 
 def spread(t: dict) -> str:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import tempfile
 import threading
 import time
 from typing import Any
@@ -13,6 +12,7 @@ from torch import nn
 
 from .. import _core
 from ..errors import ExecutionCancelled, TensorTorrentError
+from ..files import write_text_atomically
 from .program_runner import ProgramRunner, detach_outputs
 
 
@@ -122,15 +122,4 @@ class CompiledModule(nn.Module):
         report = self.last_report
         if report is None:
             raise TensorTorrentError("trace: no call has finished yet; call the compiled module first")
-        path = os.fspath(path)
-        directory = os.path.dirname(os.path.abspath(path))
-        # Write beside the target and rename, so a reader never sees a half-written file.
-        fd, tmp = tempfile.mkstemp(prefix=".trace-", suffix=".json", dir=directory)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(report.chrome_trace_json())
-            os.replace(tmp, path)
-        except BaseException:
-            os.unlink(tmp)
-            raise
-        return path
+        return write_text_atomically(path, report.chrome_trace_json())

@@ -34,9 +34,7 @@ class ProgramRunner:
             for node in region.out_nodes:
                 slot_of[node] = len(slot_of)
         self.slot_count = len(slot_of)
-        self.input_slots = program.input_slots
         self._bound_values = [b.tensor for b in program.bound]
-        self._first_input_slot = len(program.bound)
 
         kept = {ref.node for ref in program.outputs if ref.node is not None}
         kept.update(node for node, _ in program.buffer_mutations)

@@ -1,0 +1,25 @@
+"""File writing that never leaves a half-written file behind."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+
+def write_text_atomically(path: str | os.PathLike, text: str) -> str:
+    """Writes `text` to a temporary file beside `path`, then renames it into place.
+
+    A reader sees the old file or the whole new one, never a partial write; on any error
+    the temporary file is removed and `path` is left as it was. Returns the path written.
+    """
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}-", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    return path
