@@ -261,7 +261,8 @@ def machine() -> dict:
         "torch": torch.__version__,
         "tensortorrent": tt.__version__,
         "git_commit": git("rev-parse", "HEAD"),
-        "git_dirty": bool(git("status", "--porcelain")),  # results then may not match the commit
+        # Results then may not match the commit; earlier results files do not count.
+        "git_dirty": bool(git("status", "--porcelain", "--", ".", ":!bench/results")),
     }
 
 
