@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 CPP_SOURCES := $(shell find cpp -name '*.h' -o -name '*.cc') CMakeLists.txt pyproject.toml
 
-.PHONY: all demo test test-cpp test-python lint sanitize bench system-deps clean
+.PHONY: all demo test test-cpp test-python lint sanitize sanitize-thread bench system-deps clean
 
 all: $(VENV)/.built
 
@@ -62,6 +62,13 @@ sanitize: $(VENV)/.deps | system-deps
 	$(BIN)/cmake --build build/sanitize
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 		$(BIN)/ctest --test-dir build/sanitize --output-on-failure
+
+# The C++ tests under ThreadSanitizer (races in the executor and its tests).
+sanitize-thread: $(VENV)/.deps | system-deps
+	$(BIN)/cmake -S . -B build/sanitize-thread -G Ninja -DCMAKE_MAKE_PROGRAM=$(abspath $(BIN)/ninja) \
+		-DCMAKE_BUILD_TYPE=Debug -DTT_BUILD_PYTHON=OFF -DTT_BUILD_TESTS=ON -DTT_SANITIZE_THREAD=ON
+	$(BIN)/cmake --build build/sanitize-thread
+	TSAN_OPTIONS=halt_on_error=1 $(BIN)/ctest --test-dir build/sanitize-thread --output-on-failure
 
 bench: $(VENV)/.built
 	$(PY) bench/overhead.py
