@@ -19,11 +19,8 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
 import os
-import platform
 import statistics
-import subprocess
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -32,14 +29,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import torch
+from harness import busy_cpu_s, machine, spread, summarize, write_results
 from torch import nn
 
 import tensortorrent as tt
 from tensortorrent import _core
-from tensortorrent.files import write_text_atomically
 
-ROOT = Path(__file__).resolve().parent.parent
-RESULTS_DIR = ROOT / "bench" / "results"
 TARGET_REGION_US = 20.0
 TARGET_RATIO = 1.02
 NATIVE_CHAIN = 2000
@@ -78,15 +73,6 @@ def warm_up_and_size(fn: Callable[[], object], settings: Settings) -> int:
         calls += 1
     one_call_us = min(per_call_us(fn, 1) for _ in range(3))
     return max(1, round(settings.sample_ns / 1e3 / one_call_us))
-
-
-def summarize(samples: list[float]) -> dict:
-    return {
-        "median_us": statistics.median(samples),
-        "min_us": min(samples),
-        "max_us": max(samples),
-        "samples_us": samples,
-    }
 
 
 def compare(systems: dict[str, Callable[[], object]], settings: Settings) -> dict[str, dict]:
@@ -240,50 +226,6 @@ def bench_workload(build: Callable[[], nn.Module], shape: tuple, settings: Setti
     return {"input_shape": list(shape), "direct": direct, "executor": executor}
 
 
-def busy_cpu_s() -> tuple[float, float]:
-    """(CPU seconds every process has used since boot, CPU seconds this process has used)."""
-    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    busy = sum(fields) - fields[3] - fields[4]  # all but idle and iowait
-    own = os.times()
-    return busy / os.sysconf("SC_CLK_TCK"), own.user + own.system
-
-
-def machine() -> dict:
-    cpuinfo = Path("/proc/cpuinfo").read_text().splitlines()
-    meminfo = Path("/proc/meminfo").read_text().splitlines()
-    mem_kib = next(int(line.split()[1]) for line in meminfo if line.startswith("MemTotal:"))
-    return {
-        "cpu_model": next((line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name")), None),
-        "cores_usable": len(os.sched_getaffinity(0)),
-        "ram_gib": round(mem_kib / 2**20, 1),
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "tensortorrent": tt.__version__,
-        "git_commit": git("rev-parse", "HEAD"),
-        # Results then may not match the commit; earlier results files do not count.
-        "git_dirty": bool(git("status", "--porcelain", "--", ".", ":!bench/results")),
-    }
-
-
-def git(*args: str) -> str | None:
-    """Output of a git command in the repo, or None where git or the repo is missing."""
-    try:
-        done = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return done.stdout.strip() if done.returncode == 0 else None
-
-
-def write_json(data: dict, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_text_atomically(path, json.dumps(data, indent=2) + "\n")
-
-
-def spread(t: dict) -> str:
-    return f"{t['median_us']:.1f} ({t['min_us']:.1f}-{t['max_us']:.1f})"
-
-
 def print_table(results: dict) -> None:
     overhead = results["executor_overhead"]
     chain = overhead["compiled_chain"]
@@ -355,10 +297,7 @@ def main() -> None:
     results["other_load_cores"] = max(0.0, (busy1 - busy0) - (own1 - own0)) / results["duration_s"]
     results["torch_threads_at_end"] = torch.get_num_threads()  # equal to torch_threads unless something changed it
     print_table(results)
-    stamp = started.strftime("%Y%m%dT%H%M%SZ")
-    paths = [args.out] if args.out else [RESULTS_DIR / f"overhead-{stamp}.json", RESULTS_DIR / "overhead-latest.json"]
-    for path in paths:
-        write_json(results, path)
+    paths = write_results("overhead", results, started, args.out)
     print(f"results: {', '.join(str(p) for p in paths)} ({results['duration_s']:.0f} s)")
 
 

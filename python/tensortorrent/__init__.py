@@ -2,28 +2,36 @@
 
 import logging
 
-from .api import compile
+from .api import compile, compile_modules
+from .artifact import load_compiled
+from .capture.module_graph import GraphInput, ModuleGraph, ModuleNode, NodeOutput
 from .config import CompileConfig
 from .errors import (
+    ArtifactError,
     CaptureError,
     ConfigTypeError,
     ConfigValueError,
     ExecutionCancelled,
     ExecutionStalled,
+    GraphDefinitionError,
+    GraphDefinitionTypeError,
     InputMismatchError,
     InternalError,
     InvalidArgumentError,
     ScheduleError,
     TensorTorrentError,
+    UnsafeArtifactError,
     UnsupportedError,
 )
 from .runtime import CompiledModule
-
-__version__ = "0.1.0"
+from .version import __version__
 
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 __all__ = [
+    "ArtifactError",
+    "UnsafeArtifactError",
+    "load_compiled",
     "CaptureError",
     "CompileConfig",
     "CompiledModule",
@@ -31,12 +39,19 @@ __all__ = [
     "ConfigValueError",
     "ExecutionCancelled",
     "ExecutionStalled",
+    "GraphDefinitionError",
+    "GraphDefinitionTypeError",
+    "GraphInput",
     "InputMismatchError",
     "InternalError",
     "InvalidArgumentError",
+    "ModuleGraph",
+    "ModuleNode",
+    "NodeOutput",
     "ScheduleError",
     "TensorTorrentError",
     "UnsupportedError",
     "__version__",
     "compile",
+    "compile_modules",
 ]

@@ -1,23 +1,24 @@
-"""tt.compile: capture, partition, plan and build a CompiledModule."""
+"""tt.compile: capture, partition, plan and build a CompiledModule; tt.compile_modules for a series."""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 import torch
 from torch import nn
 
 from .capture import InputSignature, capture_model, normalize
+from .capture.composed_module import compose
 from .capture.export import check_model
+from .capture.module_graph import ModuleGraph, series
 from .config import CompileConfig
 from .errors import InvalidArgumentError, UnsupportedError
-from .observe.explain import explain
 from .observe.progress import CompileProgress
 from .partition import layer_paths, partition
 from .planning import build_plan
 from .runtime import CompiledModule
-from .runtime.program_runner import ProgramRunner
 
 log = logging.getLogger(__name__)
 
@@ -25,7 +26,7 @@ STAGES = ["export", "partition", "plan", "build"]
 
 
 def compile(
-    model: nn.Module,
+    model: nn.Module | ModuleGraph,
     example_inputs: tuple | list | torch.Tensor = (),
     config: CompileConfig | None = None,
     devices: str | list[str] = "auto",
@@ -35,13 +36,14 @@ def compile(
     """Compiles `model` for the shapes of `example_inputs` (and `example_kwargs`).
 
     Returns a CompiledModule whose calls give the same outputs as `model` in eval mode.
-    The model's own training/eval flags are left as they were.
+    The model's own training/eval flags are left as they were. A ModuleGraph is compiled
+    as the module that runs it.
     """
-    model = check_model(model)
     args = _as_args(example_inputs)
     kwargs = _as_kwargs(example_kwargs)
     config = _as_config(config)
     _check_devices(devices)
+    model = check_model(compose(model, args, kwargs) if isinstance(model, ModuleGraph) else model)
 
     with CompileProgress(STAGES) as progress:
         with progress.stage("export"):
@@ -52,9 +54,16 @@ def compile(
         with progress.stage("plan"):
             plan = build_plan(regions, config)
         with progress.stage("build"):
-            runner = ProgramRunner(program, regions)
-            report = explain(type(model).__qualname__, signature.describe(), program, regions, plan, config)
-            compiled = CompiledModule(model=model, signature=signature, runner=runner, plan=plan, explain_text=report)
+            compiled = CompiledModule(
+                model=model,
+                runs_model_forward=True,
+                model_name=type(model).__qualname__,
+                signature=signature,
+                program=program,
+                regions=regions,
+                plan=plan,
+                config=config,
+            )
     log.info(
         "compiled %s: %d region(s), direct path %s",
         type(model).__qualname__,
@@ -62,6 +71,23 @@ def compile(
         "taken" if plan.direct else "not taken",
     )
     return compiled
+
+
+def compile_modules(
+    modules: Sequence[nn.Module],
+    example_inputs: tuple | list | torch.Tensor = (),
+    names: Sequence[str] | None = None,
+    config: CompileConfig | None = None,
+    devices: str | list[str] = "auto",
+    *,
+    example_kwargs: dict[str, Any] | None = None,
+) -> CompiledModule:
+    """Compiles `modules` run in series: the first takes the example inputs, each next one the previous output.
+
+    `names` (default m0, m1, ...) name the nodes, and so prefix the parameter names.
+    """
+    graph = series(modules, names, len(_as_args(example_inputs)), list(_as_kwargs(example_kwargs)))
+    return compile(graph, example_inputs, config, devices, example_kwargs=example_kwargs)
 
 
 def _as_args(example_inputs: object) -> tuple:

@@ -23,12 +23,28 @@ class InvalidArgumentError(TensorTorrentError, TypeError):
     """An argument of a public function is not of the kind it takes (not an nn.Module, ...)."""
 
 
+class GraphDefinitionError(TensorTorrentError, ValueError):
+    """A ModuleGraph is malformed: empty, a duplicate name, a reference out of order or selecting nothing."""
+
+
+class GraphDefinitionTypeError(TensorTorrentError, TypeError):
+    """A part of a ModuleGraph has the wrong type: a node that is not an nn.Module, a name or key not a str."""
+
+
 class CaptureError(TensorTorrentError):
     """torch.export could not capture the model; the message carries export's reason."""
 
 
 class InputMismatchError(TensorTorrentError, ValueError):
     """A call's inputs differ in structure, shape, dtype or device from those compiled for."""
+
+
+class ArtifactError(TensorTorrentError):
+    """A saved artifact is missing, damaged or not readable by this version; names the file."""
+
+
+class UnsafeArtifactError(ArtifactError):
+    """An artifact holds parts that could run code when loaded (pickles, native libraries)."""
 
 
 class UnsupportedError(TensorTorrentError):

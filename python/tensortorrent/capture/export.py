@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import operator
 import warnings
 from collections.abc import Iterator
 
@@ -56,20 +57,22 @@ def capture_model(model: nn.Module, args: tuple, kwargs: dict) -> torch.export.E
             # torch's own deepcopy of the pytree specs warns about its deprecated LeafSpec.
             warnings.simplefilter("ignore", FutureWarning)
             functional = exported.run_decompositions({})
-    drop_metadata_asserts(functional.graph_module)
+    drop_dead_nodes(functional.graph_module)
     return functional
 
 
-def drop_metadata_asserts(graph_module: torch.fx.GraphModule) -> None:
-    """Removes the dtype/device asserts export leaves on intermediate tensors.
+def drop_dead_nodes(graph_module: torch.fx.GraphModule) -> None:
+    """Removes operations whose results nothing needs: export's metadata asserts and the
+    getitem nodes that loading a saved program adds for unused outputs.
 
     Shapes are static and every call's inputs are checked against the compiled dtypes and
-    devices first, so these asserts cannot fail; each would still cost an op dispatch on
-    every call (24 of them in a 4-layer Llama).
+    devices first, so the dtype/device asserts export leaves on intermediate tensors cannot
+    fail; each would still cost an op dispatch on every call (24 in a 4-layer Llama).
+    Dropping unused getitems keeps a loaded program's operations identical to the saved one.
     """
     graph = graph_module.graph
-    for node in list(graph.nodes):
-        if node.op == "call_function" and node.target is _ASSERT_METADATA and not node.users:
+    for node in reversed(list(graph.nodes)):
+        if node.op == "call_function" and not node.users and node.target in (_ASSERT_METADATA, operator.getitem):
             graph.erase_node(node)
     graph_module.recompile()
 

@@ -46,6 +46,7 @@ class NormalizedProgram:
     first, then user inputs; the partitioner appends slots for values that cross regions.
     """
 
+    exported: torch.export.ExportedProgram  # what an artifact saves; its graph_module is ours
     graph_module: fx.GraphModule
     in_spec: Any
     out_spec: Any
@@ -114,6 +115,7 @@ def normalize(exported: torch.export.ExportedProgram) -> NormalizedProgram:
             )
 
     return NormalizedProgram(
+        exported=exported,
         graph_module=exported.graph_module,
         in_spec=exported.call_spec.in_spec,
         out_spec=exported.call_spec.out_spec,

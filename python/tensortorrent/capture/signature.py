@@ -8,7 +8,7 @@ from typing import Any
 import torch
 import torch.utils._pytree as pytree
 
-from ..errors import InputMismatchError
+from ..errors import InputMismatchError, UnsupportedError
 
 
 @dataclass(frozen=True)
@@ -54,8 +54,54 @@ class InputSignature:
             )
             for path, v in leaves_with_paths
         )
-        flat_positional = pytree.tree_flatten((tuple(range(len(args))), {}))[1]
-        self._tensors_only = self.spec == flat_positional and all(leaf.shape is not None for leaf in self.leaves)
+        self._tensors_only = self._positional_tensors_only()
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-able description, from which from_json rebuilds an equal signature."""
+        leaves = []
+        for leaf in self.leaves:
+            if leaf.shape is None and not isinstance(leaf.value, (bool, int, float, str, type(None))):
+                raise UnsupportedError(
+                    f"input {leaf.path}: a constant of type {type(leaf.value).__name__} cannot be stored in an "
+                    "artifact (only tensors, numbers, strings, booleans and None)"
+                )
+            leaves.append(
+                {"path": leaf.path, "value": leaf.value}
+                if leaf.shape is None
+                else {
+                    "path": leaf.path,
+                    "shape": list(leaf.shape),
+                    "dtype": str(leaf.dtype).removeprefix("torch."),
+                    "device": str(leaf.device),
+                }
+            )
+        return {"spec": pytree.treespec_dumps(self.spec), "kwarg_names": list(self.kwarg_names), "leaves": leaves}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> InputSignature:
+        """The signature to_json described. Raises KeyError/ValueError/TypeError on bad data."""
+        signature = cls.__new__(cls)
+        signature.spec = pytree.treespec_loads(data["spec"])
+        signature.kwarg_names = tuple(data["kwarg_names"])
+        signature.leaves = tuple(
+            LeafSpec(path=leaf["path"], shape=None, dtype=None, device=None, value=leaf["value"])
+            if "shape" not in leaf
+            else LeafSpec(
+                path=leaf["path"],
+                shape=tuple(int(d) for d in leaf["shape"]),
+                dtype=_dtype(leaf["dtype"]),
+                device=torch.device(leaf["device"]),
+            )
+            for leaf in data["leaves"]
+        )
+        if len(signature.leaves) != signature.spec.num_leaves:
+            raise ValueError(f"{len(signature.leaves)} input leaves for a structure of {signature.spec.num_leaves}")
+        signature._tensors_only = signature._positional_tensors_only()
+        return signature
+
+    def _positional_tensors_only(self) -> bool:
+        positional = pytree.tree_flatten((tuple(range(len(self.leaves))), {}))[1]
+        return self.spec == positional and all(leaf.shape is not None for leaf in self.leaves)
 
     def describe(self) -> str:
         """A one-line summary such as 'args[0]: tensor of shape (8, 16) and dtype torch.float32'."""
@@ -125,3 +171,10 @@ def _shape_of(spec: pytree.TreeSpec) -> str:
 def _children(spec: pytree.TreeSpec) -> list[pytree.TreeSpec]:
     # torch 2.13 deprecates the children_specs attribute that torch 2.4 only has.
     return list(spec.children()) if hasattr(spec, "children") else list(spec.children_specs)
+
+
+def _dtype(name: str) -> torch.dtype:
+    dtype = getattr(torch, name, None)
+    if not isinstance(dtype, torch.dtype):
+        raise ValueError(f"unknown dtype {name!r}")
+    return dtype

@@ -27,11 +27,13 @@ def explain(
     regions: Sequence[Region],
     plan: ExecutionPlan,
     config: CompileConfig,
+    origin: str = "",
 ) -> str:
-    """A readable report of what compile decided and why."""
+    """A readable report of what compile decided and why; `origin` says where it came from."""
     tied = sum(1 for b in program.bound if len(b.names) > 1)
     lines = [
         f"TensorTorrent plan for {model_name}",
+        *([f"  {origin}"] if origin else []),
         f"  inputs: {inputs}",
         f"  operations: {len(program.compute_nodes)} in {len(regions)} region(s); "
         f"bound tensors: {len(program.bound)} ({format_bytes(program.parameter_bytes)}"

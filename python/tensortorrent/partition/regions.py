@@ -89,6 +89,26 @@ def partition(program: NormalizedProgram, layers: frozenset[str], max_region_nod
     return regions
 
 
+def regions_from_names(program: NormalizedProgram, saved: list[tuple[str | None, list[str]]]) -> list[Region]:
+    """Rebuilds regions saved as (layer, operation names), without partitioning again.
+
+    Raises ValueError unless the saved regions cover every operation once, in graph order:
+    only then do they describe this program.
+    """
+    operations = program.compute_nodes
+    by_name = {node.name: node for node in operations}
+    regions = []
+    for index, (layer, names) in enumerate(saved):
+        missing = [name for name in names if name not in by_name]
+        if missing:
+            raise ValueError(f"region {index} names operations the program does not have: {missing[:3]}")
+        regions.append(Region(index=index, layer=layer, nodes=[by_name[name] for name in names]))
+    if [node for region in regions for node in region.nodes] != operations:
+        raise ValueError("the saved regions do not cover the program's operations once each, in graph order")
+    _connect(program, regions)
+    return regions
+
+
 def _layer_of(node: fx.Node, layers: frozenset[str], previous: str | None) -> str | None:
     stack = node.meta.get("nn_module_stack")
     if not stack:

@@ -75,3 +75,51 @@ def decide_direct_path(region_count: int, config: CompileConfig) -> tuple[bool, 
         "the model's own forward while all its modules are in eval mode, else the captured region"
     )
     return True, f"taken: {how}" + (" (forced by TT_DIRECT_PATH=1)" if forced else "")
+
+
+def plan_to_json(plan: ExecutionPlan) -> tuple[dict, list[dict]]:
+    """The plan and its schedule as JSON-able values, for an artifact's manifest."""
+    decisions = {
+        "devices": list(plan.devices),
+        "direct": plan.direct,
+        "direct_reason": plan.direct_reason,
+        "max_concurrent": plan.max_concurrent,
+        "stall_timeout_s": plan.stall_timeout_s,
+    }
+    schedule = [
+        {
+            "id": i.id,
+            "kind": "compute",
+            "region": i.region,
+            "device": i.device,
+            "label": i.label,
+            "deps": list(i.deps),
+        }
+        for i in plan.schedule.instructions
+    ]
+    return decisions, schedule
+
+
+def plan_from_json(decisions: dict, schedule: list[dict]) -> ExecutionPlan:
+    """The plan plan_to_json described. Raises KeyError/TypeError/ValueError on bad data, and
+    ScheduleError when the schedule does not validate."""
+    kinds = {"compute": _core.InstructionKind.Compute}
+    instructions = [
+        _core.Instruction(
+            id=int(i["id"]),
+            kind=kinds[i["kind"]],
+            region=int(i["region"]),
+            device=str(i["device"]),
+            label=str(i["label"]),
+            deps=[int(d) for d in i["deps"]],
+        )
+        for i in schedule
+    ]
+    return ExecutionPlan(
+        schedule=_core.Schedule(instructions),
+        devices=tuple(str(d) for d in decisions["devices"]),
+        direct=bool(decisions["direct"]),
+        direct_reason=str(decisions["direct_reason"]),
+        max_concurrent=int(decisions["max_concurrent"]),
+        stall_timeout_s=float(decisions["stall_timeout_s"]),
+    )

@@ -11,8 +11,14 @@ import torch
 from torch import nn
 
 from .. import _core
+from ..capture.program import NormalizedProgram
+from ..capture.signature import InputSignature
+from ..config import CompileConfig
 from ..errors import ExecutionCancelled, TensorTorrentError
 from ..files import write_text_atomically
+from ..observe.explain import explain
+from ..partition import Region
+from ..planning import ExecutionPlan
 from .program_runner import ProgramRunner, detach_outputs
 
 
@@ -24,13 +30,33 @@ class CompiledModule(nn.Module):
     (as `.model`), and its parameters are used in place, not copied.
     """
 
-    def __init__(self, *, model, signature, runner: ProgramRunner, plan, explain_text: str) -> None:
+    def __init__(
+        self,
+        *,
+        model: nn.Module,
+        runs_model_forward: bool,
+        model_name: str,
+        signature: InputSignature,
+        program: NormalizedProgram,
+        regions: list[Region],
+        plan: ExecutionPlan,
+        config: CompileConfig,
+        origin: str = "",
+    ) -> None:
+        """`model` holds the weights (the program's bound tensors, in place); when
+        `runs_model_forward`, its own forward is the export-free direct path. `origin`
+        is a line for explain() saying where the plan came from (a loaded artifact)."""
         super().__init__()
         self.model = model
+        self._runs_model_forward = runs_model_forward
+        self._model_name = model_name
         self._signature = signature
-        self._runner = runner
+        self._program = program
+        self._regions = regions
         self._plan = plan
-        self._explain_text = explain_text
+        self._config = config
+        self._runner = ProgramRunner(program, regions)
+        self._explain_text = explain(model_name, signature.describe(), program, regions, plan, config, origin)
         self._cancel = _core.CancelToken()
         # The calling thread runs regions too, so the pool only needs the rest of the slots.
         self._executor = None if plan.direct else _core.Executor(workers=max(1, plan.max_concurrent - 1))
@@ -62,8 +88,9 @@ class CompiledModule(nn.Module):
             raise ExecutionCancelled("call cancelled before its first region")
         start = time.perf_counter()
         with torch.no_grad():
-            if any(module.training for module in self._submodules):
-                # The model's own forward would not have eval semantics now: run the capture.
+            if not self._runs_model_forward or any(module.training for module in self._submodules):
+                # No model code to call (a loaded artifact), or the model's own forward
+                # would not have eval semantics now: run the captured region.
                 outputs = self._runner.run_inline(flat)
             else:
                 # Export-free: the model's own forward is the fastest run of a one-region,
@@ -116,6 +143,12 @@ class CompiledModule(nn.Module):
     def explain(self) -> str:
         """A readable report: regions, schedule and why the direct path was or was not taken."""
         return self._explain_text
+
+    def save(self, path: str | os.PathLike) -> str:
+        """Writes this compiled program as an artifact directory (see tt.load_compiled)."""
+        from ..artifact import save_compiled  # the artifact package imports this module
+
+        return save_compiled(self, path)
 
     def trace(self, path: str | os.PathLike) -> str:
         """Writes the last call's telemetry as Chrome-trace JSON (Perfetto opens it); returns the path."""

@@ -1,0 +1,81 @@
+"""What every benchmark here shares: the machine record, summaries and results files."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import subprocess
+from datetime import datetime
+from pathlib import Path
+
+import torch
+
+import tensortorrent as tt
+from tensortorrent.files import write_text_atomically
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS_DIR = ROOT / "bench" / "results"
+
+
+def summarize(samples: list[float]) -> dict:
+    return {
+        "median_us": statistics.median(samples),
+        "min_us": min(samples),
+        "max_us": max(samples),
+        "samples_us": samples,
+    }
+
+
+def busy_cpu_s() -> tuple[float, float]:
+    """(CPU seconds every process has used since boot, CPU seconds this process has used)."""
+    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    busy = sum(fields) - fields[3] - fields[4]  # all but idle and iowait
+    own = os.times()
+    return busy / os.sysconf("SC_CLK_TCK"), own.user + own.system
+
+
+def machine() -> dict:
+    cpuinfo = Path("/proc/cpuinfo").read_text().splitlines()
+    meminfo = Path("/proc/meminfo").read_text().splitlines()
+    mem_kib = next(int(line.split()[1]) for line in meminfo if line.startswith("MemTotal:"))
+    return {
+        "cpu_model": next((line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name")), None),
+        "cores_usable": len(os.sched_getaffinity(0)),
+        "ram_gib": round(mem_kib / 2**20, 1),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "tensortorrent": tt.__version__,
+        "git_commit": git("rev-parse", "HEAD"),
+        # Results then may not match the commit; earlier results files do not count.
+        "git_dirty": bool(git("status", "--porcelain", "--", ".", ":!bench/results")),
+    }
+
+
+def git(*args: str) -> str | None:
+    """Output of a git command in the repo, or None where git or the repo is missing."""
+    try:
+        done = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+def write_json(data: dict, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_text_atomically(path, json.dumps(data, indent=2) + "\n")
+
+
+def spread(t: dict) -> str:
+    return f"{t['median_us']:.1f} ({t['min_us']:.1f}-{t['max_us']:.1f})"
+
+
+def write_results(name: str, results: dict, started: datetime, out: Path | None) -> list[Path]:
+    """Writes results as bench/results/NAME-<UTC time>.json and NAME-latest.json, or to `out` only."""
+    stamp = started.strftime("%Y%m%dT%H%M%SZ")
+    paths = [out] if out else [RESULTS_DIR / f"{name}-{stamp}.json", RESULTS_DIR / f"{name}-latest.json"]
+    for path in paths:
+        write_json(results, path)
+    return paths

@@ -1,0 +1,180 @@
+"""tt.load_compiled(dir): verify, open safely, then replay the saved plan or re-plan."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import torch
+from torch import nn
+
+from ..capture import InputSignature, normalize
+from ..capture.export import drop_dead_nodes
+from ..config import CompileConfig
+from ..errors import ArtifactError, InvalidArgumentError, TensorTorrentError
+from ..partition import partition, regions_from_names
+from ..planning import build_plan, plan_from_json
+from ..runtime import CompiledModule
+from .integrity import list_files, read_file, read_integrity
+from .layout import MANIFEST, check_manifest, hardware_fingerprint
+from .program_archive import load_program
+from .weights import tensors_from_safetensors
+
+
+def load_compiled(
+    path: str | os.PathLike, config: CompileConfig | None = None, verify_integrity: bool = True
+) -> CompiledModule:
+    """Loads an artifact written by CompiledModule.save.
+
+    On the machine it was planned for (same hardware fingerprint) and with the same config,
+    the saved regions, plan and schedule are replayed as they are; otherwise the program is
+    partitioned and planned again for this machine, and explain() says so. Nothing is
+    unpickled: weights come from safetensors, and the program archive is opened only after
+    its digest and contents are checked.
+    """
+    directory = _check_arguments(path, config, verify_integrity)
+    present = list_files(directory)
+    records = read_integrity(directory, present) if verify_integrity else None
+
+    def read(name: str) -> bytearray:
+        if name not in present:
+            raise ArtifactError(f"{name}: missing")
+        return read_file(directory, name, records[name] if records is not None else None)
+
+    manifest = _parse_manifest(read(MANIFEST))
+    meta_program = load_program(read(manifest["files"]["program"]), manifest["files"]["program"])
+    weights_name = manifest["files"]["weights"]
+    model, state, constants = _bind_weights(
+        manifest["weights"], tensors_from_safetensors(read(weights_name), weights_name), meta_program
+    )
+    exported = torch.export.ExportedProgram(
+        root=meta_program.graph_module,
+        graph=meta_program.graph,
+        graph_signature=meta_program.graph_signature,
+        state_dict=state,
+        range_constraints=meta_program.range_constraints,
+        module_call_graph=meta_program.module_call_graph,
+        constants=constants,
+        verifiers=[meta_program.verifier],
+    )
+    drop_dead_nodes(exported.graph_module)
+    program = normalize(exported)
+    saved_config, signature = _saved_parts(manifest)
+    config = config or saved_config
+    regions, plan, origin = _regions_and_plan(manifest, program, config, saved_config, directory)
+    return CompiledModule(
+        model=model,
+        runs_model_forward=False,
+        model_name=manifest["model_name"],
+        signature=signature,
+        program=program,
+        regions=regions,
+        plan=plan,
+        config=config,
+        origin=origin,
+    )
+
+
+def _check_arguments(path: object, config: object, verify_integrity: object) -> str:
+    if not isinstance(path, (str, os.PathLike)):
+        raise InvalidArgumentError(f"load_compiled: path: expected a str or os.PathLike, got {type(path).__name__}")
+    if config is not None and not isinstance(config, CompileConfig):
+        raise InvalidArgumentError(f"load_compiled: config: expected a tt.CompileConfig, got {type(config).__name__}")
+    if not isinstance(verify_integrity, bool):
+        raise InvalidArgumentError(
+            f"load_compiled: verify_integrity: expected a bool, got {type(verify_integrity).__name__}"
+        )
+    directory = os.path.abspath(os.fspath(path))
+    if not os.path.isdir(directory):
+        raise ArtifactError(f"{directory}: no artifact directory there")
+    return directory
+
+
+def _parse_manifest(raw: bytearray) -> dict[str, Any]:
+    try:
+        manifest = json.loads(raw)
+    except ValueError as error:
+        raise ArtifactError(f"{MANIFEST}: not valid JSON ({error})") from error
+    return check_manifest(manifest)
+
+
+def _bind_weights(entries: list, tensors: dict[str, torch.Tensor], meta: torch.export.ExportedProgram):
+    """The weights as a module tree under their original names, and the program's tables.
+
+    Tied names get the same Parameter object, so they stay tied (and bound once).
+    """
+    model = nn.Module()
+    state: dict[str, torch.Tensor] = {}
+    constants: dict[str, torch.Tensor] = {}
+    try:
+        for entry in entries:
+            tensor = tensors[entry["key"]]
+            value = (
+                nn.Parameter(tensor, requires_grad=bool(entry["requires_grad"]))
+                if entry["kind"] == "parameter"
+                else tensor
+            )
+            for name in entry["names"]:
+                _place(model, name, value, entry["kind"], persistent=name in meta.state_dict)
+                (state if name in meta.state_dict else constants)[name] = value
+    except KeyError as error:
+        raise ArtifactError(f"{MANIFEST}: weights table names {error} which the weights file lacks") from error
+    except (TypeError, AttributeError) as error:
+        raise ArtifactError(f"{MANIFEST}: malformed weights table ({error})") from error
+    expected = set(meta.state_dict) | set(meta.constants)
+    if set(state) | set(constants) != expected:
+        missing = sorted(expected - set(state) - set(constants))
+        raise ArtifactError(f"{MANIFEST}: weights table does not match the program (missing {missing[:3]})")
+    for name, value in list(state.items()) + list(constants.items()):
+        placeholder = meta.state_dict.get(name, meta.constants.get(name))
+        if tuple(value.shape) != tuple(placeholder.shape) or value.dtype != placeholder.dtype:
+            raise ArtifactError(
+                f"{name}: weights file holds {tuple(value.shape)} {value.dtype}, "
+                f"the program expects {tuple(placeholder.shape)} {placeholder.dtype}"
+            )
+    return model, state, constants
+
+
+def _place(root: nn.Module, dotted: str, value: torch.Tensor, kind: str, persistent: bool) -> None:
+    *parents, leaf = dotted.split(".")
+    module = root
+    for name in parents:
+        if not hasattr(module, name):
+            module.add_module(name, nn.Module())
+        module = getattr(module, name)
+    if kind == "parameter":
+        module.register_parameter(leaf, value)
+    elif kind == "buffer":
+        module.register_buffer(leaf, value, persistent=persistent)
+    else:
+        setattr(module, leaf, value)
+
+
+def _saved_parts(manifest: dict) -> tuple[CompileConfig, InputSignature]:
+    try:
+        return CompileConfig(**manifest["config"]), InputSignature.from_json(manifest["signature"])
+    except (TensorTorrentError, KeyError, TypeError, ValueError) as error:
+        raise ArtifactError(f"{MANIFEST}: unreadable config or input signature ({error})") from error
+
+
+def _regions_and_plan(manifest: dict, program, config: CompileConfig, saved_config: CompileConfig, directory: str):
+    saved, here = manifest["hardware_fingerprint"].get("digest"), hardware_fingerprint()["digest"]
+    try:
+        saved_regions = [(r["layer"], list(r["operations"])) for r in manifest["regions"]]
+        if saved == here and config == saved_config:
+            regions = regions_from_names(program, saved_regions)
+            plan = plan_from_json(manifest["plan"], manifest["schedule"])
+            if len(plan.devices) != len(regions):
+                raise ValueError(f"{len(plan.devices)} device entries for {len(regions)} regions")
+            return regions, plan, f"loaded from {directory}: saved plan replayed (hardware fingerprint {here})"
+        layers = frozenset(layer for layer, _ in saved_regions if layer)
+    except (KeyError, TypeError, ValueError, TensorTorrentError) as error:
+        raise ArtifactError(f"{MANIFEST}: unreadable regions, plan or schedule ({error})") from error
+    reason = (
+        f"saved on hardware fingerprint {saved}, this machine is {here}"
+        if saved != here
+        else "a different CompileConfig was given"
+    )
+    regions = partition(program, layers, config.max_region_nodes)
+    return regions, build_plan(regions, config), f"loaded from {directory}: re-planned ({reason})"

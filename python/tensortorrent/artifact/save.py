@@ -1,0 +1,71 @@
+"""compiled.save(dir): the manifest, the weightless program, the weights, the digests."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from ..errors import InvalidArgumentError
+from ..planning import plan_to_json
+from ..version import __version__
+from .integrity import write_integrity
+from .layout import FORMAT, FORMAT_VERSION, MANIFEST, PROGRAM, WEIGHTS, hardware_fingerprint
+from .program_archive import program_bytes
+from .publish import publish_directory
+from .weights import save_weights
+
+if TYPE_CHECKING:
+    from ..runtime.compiled_module import CompiledModule
+
+
+def save_compiled(compiled: CompiledModule, path: str | os.PathLike) -> str:
+    """Writes `compiled` as an artifact directory at `path`, atomically; returns the path."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise InvalidArgumentError(f"save: path: expected a str or os.PathLike, got {type(path).__name__}")
+    program = compiled._program
+    signature = compiled._signature.to_json()  # fails early on inputs an artifact cannot hold
+    pt2 = program_bytes(program.exported)
+
+    def write(directory: str) -> None:
+        with open(os.path.join(directory, PROGRAM), "wb") as handle:
+            handle.write(pt2)
+        weights = save_weights(program.bound, os.path.join(directory, WEIGHTS))
+        manifest = _manifest(compiled, signature, weights)
+        with open(os.path.join(directory, MANIFEST), "w", encoding="utf-8") as handle:
+            json.dump(manifest, handle, indent=2)
+        write_integrity(directory, [MANIFEST, PROGRAM, WEIGHTS])
+
+    return publish_directory(os.fspath(path), write)
+
+
+def _manifest(compiled: CompiledModule, signature: dict, weights: list[dict]) -> dict[str, Any]:
+    decisions, schedule = plan_to_json(compiled._plan)
+    return {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "tensortorrent": __version__,
+        "torch": torch.__version__,
+        "hardware_fingerprint": hardware_fingerprint(),
+        "model_name": compiled._model_name,
+        "config": compiled._config.as_dict(),
+        "signature": signature,
+        "files": {"program": PROGRAM, "weights": WEIGHTS},
+        "weights": weights,
+        "regions": [
+            {
+                "index": region.index,
+                "layer": region.layer,
+                "operations": [node.name for node in region.nodes],
+                "deps": region.deps,
+                "parameter_bytes": region.parameter_bytes,
+            }
+            for region in compiled._regions
+        ],
+        "plan": decisions,
+        "schedule": schedule,
+        # No cost model yet (it comes with the planner): nothing is predicted.
+        "predicted_costs": None,
+    }

@@ -1,0 +1,115 @@
+"""Artifacts round-trip every spine model, replay the saved plan, and re-plan elsewhere."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from e2e.test_parity_modules import (
+    BatchNormDropout,
+    DictAndNestedOutputs,
+    SharedWeight,
+    ThreeInputsAndKeyword,
+    TwoBranchResidual,
+    WithBuffer,
+    mlp,
+)
+from torch import nn
+
+import tensortorrent as tt
+from conftest import eager_outputs
+
+SPLIT = tt.CompileConfig(max_region_nodes=2)
+
+
+def cases():
+    """(name, model, args, kwargs) for every model of the spine's parity list."""
+    torch.manual_seed(0)
+    three = (torch.randn(2, 8), torch.randn(2, 8), torch.randn(2, 8))
+    return [
+        ("linear", nn.Linear(16, 4), (torch.randn(3, 16),), None),
+        ("mlp-relu", mlp(nn.ReLU), (torch.randn(5, 32),), None),
+        ("mlp-gelu", mlp(nn.GELU), (torch.randn(5, 32),), None),
+        ("residual", TwoBranchResidual(), (torch.randn(4, 16),), None),
+        ("three-inputs", ThreeInputsAndKeyword(), three, {"scale": torch.randn(2, 8)}),
+        ("nested-outputs", DictAndNestedOutputs(), (torch.randn(3, 8),), None),
+        ("buffer", WithBuffer(), (torch.randn(2, 8),), None),
+        ("shared-weight", SharedWeight(), (torch.randint(0, 20, (2, 5)),), None),
+        ("batchnorm-dropout", BatchNormDropout(), (torch.randn(6, 8),), None),
+        ("transformer-layer", nn.TransformerEncoderLayer(32, 4, 64, batch_first=True), (torch.randn(2, 6, 32),), None),
+    ]
+
+
+@pytest.mark.parametrize("config", [None, SPLIT], ids=["default", "split"])
+@pytest.mark.parametrize("case", range(len(cases())), ids=[c[0] for c in cases()])
+def test_round_trip(tmp_path, case, config):
+    _, model, args, kwargs = cases()[case]
+    compiled = tt.compile(model, example_inputs=args, example_kwargs=kwargs, config=config)
+    compiled.save(tmp_path / "artifact")
+    loaded = tt.load_compiled(tmp_path / "artifact")
+    expected = eager_outputs(model, args, kwargs)
+    torch.testing.assert_close(loaded(*args, **(kwargs or {})), expected)
+    assert loaded.region_count == compiled.region_count
+    assert loaded.uses_direct_path == compiled.uses_direct_path
+
+
+def test_tied_weights_stay_tied(tmp_path):
+    model = SharedWeight()
+    tt.compile(model, example_inputs=(torch.randint(0, 20, (2, 5)),)).save(tmp_path / "a")
+    loaded = tt.load_compiled(tmp_path / "a")
+    assert loaded.model.embed.weight is loaded.model.head.weight
+    assert "1 tied" in loaded.explain()
+
+
+def test_replay_does_not_plan(tmp_path, monkeypatch):
+    model, x = TwoBranchResidual(), torch.randn(4, 16)
+    tt.compile(model, example_inputs=(x,), config=SPLIT).save(tmp_path / "a")
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("the planner ran during a replay")
+
+    monkeypatch.setattr("tensortorrent.artifact.load.partition", forbidden)
+    monkeypatch.setattr("tensortorrent.artifact.load.build_plan", forbidden)
+    loaded = tt.load_compiled(tmp_path / "a")
+    assert "saved plan replayed" in loaded.explain()
+    torch.testing.assert_close(loaded(x), eager_outputs(model, (x,)))
+
+
+def test_other_hardware_re_plans_and_says_so(tmp_path, monkeypatch):
+    model, x = TwoBranchResidual(), torch.randn(4, 16)
+    tt.compile(model, example_inputs=(x,), config=SPLIT).save(tmp_path / "a")
+    monkeypatch.setattr("tensortorrent.artifact.load.hardware_fingerprint", lambda: {"digest": "another-machine"})
+    loaded = tt.load_compiled(tmp_path / "a")
+    assert "re-planned (saved on hardware fingerprint" in loaded.explain()
+    assert "this machine is another-machine" in loaded.explain()
+    torch.testing.assert_close(loaded(x), eager_outputs(model, (x,)))
+
+
+def test_a_new_config_re_plans(tmp_path):
+    model, x = TwoBranchResidual(), torch.randn(4, 16)
+    tt.compile(model, example_inputs=(x,)).save(tmp_path / "a")
+    loaded = tt.load_compiled(tmp_path / "a", config=SPLIT)
+    assert "a different CompileConfig was given" in loaded.explain() and loaded.region_count > 1
+    torch.testing.assert_close(loaded(x), eager_outputs(model, (x,)))
+
+
+def test_state_dict_round_trip_and_new_weights_change_outputs(tmp_path):
+    model, x = TwoBranchResidual(), torch.randn(4, 16)
+    compiled = tt.compile(model, example_inputs=(x,), config=SPLIT)
+    compiled.save(tmp_path / "a")
+    loaded = tt.load_compiled(tmp_path / "a")
+    assert list(loaded.state_dict()) == list(compiled.state_dict())
+    before = loaded(x)
+    loaded.load_state_dict({k: torch.zeros_like(v) for k, v in compiled.state_dict().items()})
+    assert torch.count_nonzero(loaded(x) - x) == 0, "zero weights leave only the residual"
+    assert not torch.equal(loaded(x), before)
+    compiled.load_state_dict({k: torch.zeros_like(v) for k, v in compiled.state_dict().items()})
+    assert torch.count_nonzero(compiled(x) - x) == 0
+
+
+def test_load_state_dict_is_strict(tmp_path):
+    compiled = tt.compile(nn.Linear(4, 4), example_inputs=(torch.randn(2, 4),))
+    state = compiled.state_dict()
+    with pytest.raises(RuntimeError, match="Missing key"):
+        compiled.load_state_dict({"model.weight": state["model.weight"]})
+    with pytest.raises(RuntimeError, match="Unexpected key"):
+        compiled.load_state_dict({**state, "model.extra": torch.zeros(1)})
