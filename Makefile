@@ -72,6 +72,7 @@ sanitize-thread: $(VENV)/.deps | system-deps
 
 bench: $(VENV)/.built
 	$(PY) bench/overhead.py
+	$(PY) bench/artifact_load.py
 
 clean:
 	rm -rf build $(VENV)

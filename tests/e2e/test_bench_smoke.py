@@ -26,3 +26,27 @@ def test_overhead_benchmark_quick_run(tmp_path):
         assert workload["direct"]["uses_direct_path"] and not workload["executor"]["uses_direct_path"]
         assert workload["direct"]["max_abs_error"] < 1e-4
     assert results["machine"]["torch"] == __import__("torch").__version__
+
+
+def test_artifact_load_benchmark_quick_run(tmp_path):
+    out = tmp_path / "artifact_load.json"
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "bench" / "artifact_load.py"),
+            "--quick",
+            "--out",
+            str(out),
+            "--dir",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    results = json.loads(out.read_text())
+    assert results["max_abs_error"] == 0
+    for condition in ("warm", "cold"):
+        assert set(results[condition]) == {"read_files_once", "load_compiled", "load_compiled_unverified"}
+    assert [p.name for p in tmp_path.iterdir()] == ["artifact_load.json"], "the scratch artifact is removed"

@@ -113,3 +113,16 @@ def test_load_state_dict_is_strict(tmp_path):
         compiled.load_state_dict({"model.weight": state["model.weight"]})
     with pytest.raises(RuntimeError, match="Unexpected key"):
         compiled.load_state_dict({**state, "model.extra": torch.zeros(1)})
+
+
+@pytest.mark.parametrize("build", ["gpt2", "bert"])
+def test_transformers_round_trip(tmp_path, build):
+    from e2e.test_parity_transformers import bert, gpt2
+
+    torch.manual_seed(0)
+    model = {"gpt2": gpt2, "bert": bert}[build]()
+    ids = torch.randint(0, 128, (2, 12))
+    kwargs = {"use_cache": False} if build == "gpt2" else None
+    tt.compile(model, example_inputs=(ids,), example_kwargs=kwargs).save(tmp_path / "a")
+    loaded = tt.load_compiled(tmp_path / "a")
+    torch.testing.assert_close(loaded(ids, **(kwargs or {})), eager_outputs(model, (ids,), kwargs))
