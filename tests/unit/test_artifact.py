@@ -126,3 +126,20 @@ def test_transformers_round_trip(tmp_path, build):
     tt.compile(model, example_inputs=(ids,), example_kwargs=kwargs).save(tmp_path / "a")
     loaded = tt.load_compiled(tmp_path / "a")
     torch.testing.assert_close(loaded(ids, **(kwargs or {})), eager_outputs(model, (ids,), kwargs))
+
+
+def test_module_graph_round_trip(tmp_path):
+    torch.manual_seed(0)
+    left, right, x = nn.Linear(8, 8), nn.Linear(8, 4), torch.randn(3, 8)
+    graph = tt.ModuleGraph(
+        nodes=[
+            tt.ModuleNode("left", left, args=(tt.GraphInput(0),)),
+            tt.ModuleNode("right", right, args=(tt.NodeOutput("left"),)),
+        ],
+        outputs={"hidden": tt.NodeOutput("left"), "pair": [tt.NodeOutput("right"), tt.GraphInput(0)]},
+    )
+    tt.compile(graph, example_inputs=(x,)).save(tmp_path / "a")
+    loaded = tt.load_compiled(tmp_path / "a")
+    with torch.no_grad():
+        expected = {"hidden": left(x), "pair": [right(left(x)), x]}
+    torch.testing.assert_close(loaded(x), expected)
