@@ -9,5 +9,6 @@ void bind_errors(nanobind::module_& m);
 void bind_schedule(nanobind::module_& m);
 void bind_executor(nanobind::module_& m);
 void bind_storage(nanobind::module_& m);
+void bind_host(nanobind::module_& m);
 
 }  // namespace tt::bindings

@@ -7,4 +7,5 @@ NB_MODULE(_core, m) {
   tt::bindings::bind_schedule(m);
   tt::bindings::bind_executor(m);
   tt::bindings::bind_storage(m);
+  tt::bindings::bind_host(m);
 }

@@ -15,9 +15,11 @@ from .capture.export import check_model
 from .capture.module_graph import ModuleGraph, series
 from .config import CompileConfig
 from .errors import InvalidArgumentError, UnsupportedError
+from .hardware import resolve_budgets
 from .observe.progress import CompileProgress
 from .partition import layer_paths, partition
 from .planning import build_plan
+from .planning.fit import check_fits, weight_bytes
 from .runtime import CompiledModule
 
 log = logging.getLogger(__name__)
@@ -44,6 +46,8 @@ def compile(
     config = _as_config(config)
     _check_devices(devices)
     model = check_model(compose(model, args, kwargs) if isinstance(model, ModuleGraph) else model)
+    budgets = resolve_budgets(config)
+    check_fits(weight_bytes(model), budgets)  # before export: the heavy work
 
     with CompileProgress(STAGES) as progress:
         with progress.stage("export"):
@@ -52,7 +56,7 @@ def compile(
         with progress.stage("partition"):
             regions = partition(program, layer_paths(model), config.max_region_nodes)
         with progress.stage("plan"):
-            plan = build_plan(regions, config)
+            plan = build_plan(regions, config, cpus=budgets.cpus.amount)
         with progress.stage("build"):
             compiled = CompiledModule(
                 model=model,

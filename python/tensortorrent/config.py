@@ -25,19 +25,41 @@ class CompileConfig:
         many seconds.
     max_concurrent_regions: most regions of one call that run at the same time; None
         means one per usable CPU core.
+    ram_budget_bytes, vram_budget_bytes, disk_budget_bytes: explicit budgets for host RAM,
+        each accelerator's memory and spill/cache disk space; None lets the resolver take
+        them from cgroup limits, then from the operating system (tensortorrent doctor
+        shows the result and where it came from).
+    cpu_budget: CPU cores to use; None means the cgroup quota, else the affinity mask.
+    spill_dir: where spilled or cached data goes; None means ~/.cache/tensortorrent.
     """
 
     max_region_nodes: int = 256
     prefer_direct_path: bool = True
     stall_timeout_s: float = 300.0
     max_concurrent_regions: int | None = None
+    ram_budget_bytes: int | None = None
+    vram_budget_bytes: int | None = None
+    disk_budget_bytes: int | None = None
+    cpu_budget: int | None = None
+    spill_dir: str | None = None
 
     def __post_init__(self) -> None:
         _check_int("max_region_nodes", self.max_region_nodes, minimum=1)
         _check_bool("prefer_direct_path", self.prefer_direct_path)
         _check_positive_seconds("stall_timeout_s", self.stall_timeout_s)
-        if self.max_concurrent_regions is not None:
-            _check_int("max_concurrent_regions", self.max_concurrent_regions, minimum=1)
+        for name in (
+            "max_concurrent_regions",
+            "ram_budget_bytes",
+            "vram_budget_bytes",
+            "disk_budget_bytes",
+            "cpu_budget",
+        ):
+            if getattr(self, name) is not None:
+                _check_int(name, getattr(self, name), minimum=1)
+        if self.spill_dir is not None and (not isinstance(self.spill_dir, str) or not self.spill_dir):
+            raise (ConfigValueError if isinstance(self.spill_dir, str) else ConfigTypeError)(
+                f"CompileConfig.spill_dir: expected a non-empty path string, got {self.spill_dir!r}"
+            )
 
     def as_dict(self) -> dict[str, object]:
         """The fields and their values, for reports."""
@@ -77,3 +99,17 @@ def env_flag(name: str) -> bool | None:
     if raw not in ("0", "1"):
         raise ConfigValueError(f"environment variable {name}: expected 0 or 1, got {raw!r}")
     return raw == "1"
+
+
+def env_int(name: str, minimum: int = 0) -> int | None:
+    """The value of an integer environment variable, or None when it is unset or empty."""
+    raw = os.environ.get(name, "").strip()
+    if raw == "":
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigValueError(f"environment variable {name}: expected an integer, got {raw!r}") from None
+    if value < minimum:
+        raise ConfigValueError(f"environment variable {name}: expected an integer >= {minimum}, got {value}")
+    return value

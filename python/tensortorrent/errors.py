@@ -39,6 +39,10 @@ class InputMismatchError(TensorTorrentError, ValueError):
     """A call's inputs differ in structure, shape, dtype or device from those compiled for."""
 
 
+class MemoryCapacityError(TensorTorrentError, MemoryError):
+    """The model's weights exceed every budget together; says what is needed and available."""
+
+
 class ArtifactError(TensorTorrentError):
     """A saved artifact is missing, damaged or not readable by this version; names the file."""
 

@@ -18,6 +18,10 @@ from tensortorrent.config import env_flag
         ("stall_timeout_s", "10"),
         ("stall_timeout_s", False),
         ("max_concurrent_regions", 1.0),
+        ("ram_budget_bytes", 2.0**30),
+        ("vram_budget_bytes", "1GiB"),
+        ("cpu_budget", True),
+        ("spill_dir", 3),
     ],
 )
 def test_wrong_type_raises_type_error_naming_the_field(field, value):
@@ -36,6 +40,10 @@ def test_wrong_type_raises_type_error_naming_the_field(field, value):
         ("stall_timeout_s", float("inf")),
         ("stall_timeout_s", float("nan")),
         ("max_concurrent_regions", 0),
+        ("ram_budget_bytes", 0),
+        ("disk_budget_bytes", -5),
+        ("cpu_budget", 0),
+        ("spill_dir", ""),
     ],
 )
 def test_wrong_value_raises_value_error_naming_the_field(field, value):
@@ -51,6 +59,11 @@ def test_valid_config_keeps_its_values():
         "prefer_direct_path": False,
         "stall_timeout_s": 2,
         "max_concurrent_regions": 3,
+        "ram_budget_bytes": None,
+        "vram_budget_bytes": None,
+        "disk_budget_bytes": None,
+        "cpu_budget": None,
+        "spill_dir": None,
     }
 
 

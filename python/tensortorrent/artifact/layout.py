@@ -1,15 +1,11 @@
-"""The artifact directory: its files, the manifest's schema and the hardware fingerprint."""
+"""The artifact directory: its files and the manifest's schema."""
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
-import platform
 from typing import Any
 
 from ..errors import ArtifactError
-from ..planning.plan import usable_cores
 
 FORMAT = "tensortorrent-artifact"
 FORMAT_VERSION = 1  # bump when a reader of the previous version could misread the files
@@ -36,29 +32,6 @@ MANIFEST_FIELDS: dict[str, type | tuple[type, ...]] = {
     "schedule": list,
     "predicted_costs": (dict, type(None)),
 }
-
-
-def hardware_fingerprint() -> dict[str, Any]:
-    """What a saved plan depends on in this machine, with a short digest to compare."""
-    facts = {
-        "machine": platform.machine(),
-        "cpu_model": _cpu_model(),
-        "usable_cores": usable_cores(),
-        "devices": ["cpu"],
-    }
-    digest = hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()[:16]
-    return {**facts, "digest": digest}
-
-
-def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
-            for line in cpuinfo:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def check_manifest(manifest: object) -> dict[str, Any]:

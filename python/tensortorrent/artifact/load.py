@@ -13,11 +13,12 @@ from ..capture import InputSignature, normalize
 from ..capture.export import drop_dead_nodes
 from ..config import CompileConfig
 from ..errors import ArtifactError, InvalidArgumentError, TensorTorrentError
+from ..hardware import hardware_fingerprint, resolve_budgets
 from ..partition import partition, regions_from_names
 from ..planning import build_plan, plan_from_json
 from ..runtime import CompiledModule
 from .integrity import list_files, read_file, read_integrity
-from .layout import MANIFEST, check_manifest, hardware_fingerprint
+from .layout import MANIFEST, check_manifest
 from .program_archive import load_program
 from .weights import tensors_from_safetensors
 
@@ -177,4 +178,5 @@ def _regions_and_plan(manifest: dict, program, config: CompileConfig, saved_conf
         else "a different CompileConfig was given"
     )
     regions = partition(program, layers, config.max_region_nodes)
-    return regions, build_plan(regions, config), f"loaded from {directory}: re-planned ({reason})"
+    plan = build_plan(regions, config, cpus=resolve_budgets(config).cpus.amount)
+    return regions, plan, f"loaded from {directory}: re-planned ({reason})"

@@ -9,10 +9,11 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ..errors import InvalidArgumentError
+from ..hardware import hardware_fingerprint
 from ..planning import plan_to_json
 from ..version import __version__
 from .integrity import write_integrity
-from .layout import FORMAT, FORMAT_VERSION, MANIFEST, PROGRAM, WEIGHTS, hardware_fingerprint
+from .layout import FORMAT, FORMAT_VERSION, MANIFEST, PROGRAM, WEIGHTS
 from .program_archive import program_bytes
 from .publish import publish_directory
 from .weights import save_weights

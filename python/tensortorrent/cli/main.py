@@ -6,7 +6,7 @@ import argparse
 import logging
 import sys
 
-from . import demo
+from . import demo, doctor, validate
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -14,6 +14,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="log compile stages")
     commands = parser.add_subparsers(dest="command", required=True)
     demo.add_parser(commands)
+    doctor.add_parser(commands)
+    validate.add_parser(commands)
     return parser
 
 

@@ -35,8 +35,9 @@ def usable_cores() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def build_plan(regions: list[Region], config: CompileConfig) -> ExecutionPlan:
-    """Places every region on the CPU (the only device so far) and schedules them."""
+def build_plan(regions: list[Region], config: CompileConfig, cpus: int | None = None) -> ExecutionPlan:
+    """Places every region on the CPU (the only device so far) and schedules them; `cpus`
+    is the CPU budget (default: the cores this process may run on)."""
     devices = tuple("cpu" for _ in regions)
     instructions = [
         _core.Instruction(
@@ -55,7 +56,7 @@ def build_plan(regions: list[Region], config: CompileConfig) -> ExecutionPlan:
         devices=devices,
         direct=direct,
         direct_reason=reason,
-        max_concurrent=config.max_concurrent_regions or usable_cores(),
+        max_concurrent=config.max_concurrent_regions or cpus or usable_cores(),
         stall_timeout_s=float(config.stall_timeout_s),
     )
 

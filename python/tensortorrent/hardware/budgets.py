@@ -1,0 +1,137 @@
+"""One resolver for every budget: explicit settings, then cgroup limits, then the OS.
+
+Each tier (host RAM, each accelerator's memory, spill/cache disk) and the CPU count is
+resolved the same way: a CompileConfig field wins, then its TT_* environment variable,
+then the cgroup limit, then the live operating-system figure, and a figure not set
+explicitly keeps a reserve of RESERVE_FRACTION (at most RESERVE_CAP_BYTES) for everything
+else on the machine. Every figure carries where it came from and the raw values seen.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from .. import _core
+from ..config import CompileConfig, env_int
+from .devices import DeviceInfo, discover_devices
+from .host import probe
+
+RESERVE_FRACTION = 0.10
+RESERVE_CAP_BYTES = 2 << 30
+DEFAULT_SPILL_DIR = os.path.join(os.path.expanduser("~"), ".cache", "tensortorrent")
+
+
+@dataclass(frozen=True)
+class Budget:
+    """How much of one tier a plan may use, and why: `source` won; `raw` holds what was seen."""
+
+    tier: str  # "ram", "disk", "cpu" or a device name ("cuda:0")
+    amount: int  # bytes (cores for "cpu")
+    source: str  # "config", "environment", "cgroup" or "os"
+    detail: str
+    raw: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Budgets:
+    ram: Budget
+    disk: Budget
+    cpus: Budget
+    devices: dict[str, Budget]
+
+    @property
+    def memory_tiers(self) -> list[Budget]:
+        """Every tier that can hold weights: host RAM, each device, then disk."""
+        return [self.ram, *self.devices.values(), self.disk]
+
+
+def reserve(amount: int) -> int:
+    """What an inferred figure leaves for the rest of the machine."""
+    return min(int(amount * RESERVE_FRACTION), RESERVE_CAP_BYTES)
+
+
+def resolve_budgets(config: CompileConfig | None = None, host=None, devices: list[DeviceInfo] | None = None) -> Budgets:
+    """Resolves every budget; `host` and `devices` default to probing this machine now."""
+    config = config or CompileConfig()
+    host = host if host is not None else probe()
+    devices = devices if devices is not None else discover_devices()
+    spill_dir = config.spill_dir or DEFAULT_SPILL_DIR
+    return Budgets(
+        ram=_ram(config, host),
+        disk=_disk(config, spill_dir),
+        cpus=_cpus(config, host),
+        devices={d.name: _device(config, d) for d in devices if d.kind != "cpu"},
+    )
+
+
+def _explicit(tier: str, value: int | None, field_name: str, env_name: str) -> Budget | None:
+    if value is not None:
+        return Budget(tier, value, "config", f"CompileConfig.{field_name}={value}", {field_name: value})
+    from_env = env_int(env_name, minimum=1)
+    if from_env is not None:
+        return Budget(tier, from_env, "environment", f"{env_name}={from_env}", {env_name: from_env})
+    return None
+
+
+def _less_reserve(tier: str, figure: int, source: str, detail: str, raw: dict[str, Any]) -> Budget:
+    kept = reserve(figure)
+    return Budget(tier, max(0, figure - kept), source, f"{detail}, less a reserve of {kept} bytes", raw)
+
+
+def _ram(config: CompileConfig, host) -> Budget:
+    explicit = _explicit("ram", config.ram_budget_bytes, "ram_budget_bytes", "TT_RAM_BUDGET_BYTES")
+    if explicit:
+        return explicit
+    cgroup, os_available = host.cgroup, int(host.memory.available_bytes)
+    raw: dict[str, Any] = {"MemTotal": int(host.memory.total_bytes), "MemAvailable": os_available}
+    limits = [v for v in (cgroup.memory_max_bytes, cgroup.memory_high_bytes) if v is not None]
+    if limits:
+        usage = int(cgroup.memory_current_bytes or 0)
+        in_cgroup = max(0, min(limits) - usage)  # usage above the limit leaves nothing, not less
+        raw.update(
+            cgroup_version=cgroup.version,
+            memory_max=cgroup.memory_max_bytes,
+            memory_high=cgroup.memory_high_bytes,
+            memory_current=usage,
+            cgroup_path=cgroup.memory_path,
+        )
+        if in_cgroup <= os_available:
+            detail = f"cgroup v{cgroup.version} limit {min(limits)} bytes less {usage} in use ({cgroup.memory_path})"
+            return _less_reserve("ram", in_cgroup, "cgroup", detail, raw)
+    return _less_reserve("ram", os_available, "os", f"MemAvailable {os_available} bytes", raw)
+
+
+def _cpus(config: CompileConfig, host) -> Budget:
+    explicit = _explicit("cpu", config.cpu_budget, "cpu_budget", "TT_CPU_BUDGET")
+    if explicit:
+        return explicit
+    cpus = host.cpus
+    raw = {"affinity": cpus.affinity_cpus, "online": cpus.online_cpus, "cgroup_quota_cores": cpus.quota_cores}
+    if cpus.quota_cores is not None and math.ceil(cpus.quota_cores) < cpus.affinity_cpus:
+        quota = max(1, math.ceil(cpus.quota_cores))
+        return Budget("cpu", quota, "cgroup", f"cgroup CPU quota {cpus.quota_cores:g} cores", raw)
+    return Budget("cpu", cpus.affinity_cpus, "os", f"{cpus.affinity_cpus} CPUs in the affinity mask", raw)
+
+
+def _device(config: CompileConfig, device: DeviceInfo) -> Budget:
+    explicit = _explicit(device.name, config.vram_budget_bytes, "vram_budget_bytes", "TT_VRAM_BUDGET_BYTES")
+    if explicit:
+        return explicit
+    free = int(device.free_bytes or device.total_bytes or 0)
+    raw = {"total": device.total_bytes, "free": device.free_bytes}
+    return _less_reserve(device.name, free, "os", f"{device.name} free memory {free} bytes", raw)
+
+
+def _disk(config: CompileConfig, spill_dir: str) -> Budget:
+    explicit = _explicit("disk", config.disk_budget_bytes, "disk_budget_bytes", "TT_DISK_BUDGET_BYTES")
+    if explicit:
+        return explicit
+    existing = spill_dir
+    while not os.path.exists(existing):  # the directory is created on first use
+        existing = os.path.dirname(existing)
+    space = _core.probe_disk(existing)
+    raw = {"spill_dir": spill_dir, "free": space.free_bytes, "total": space.total_bytes}
+    return _less_reserve("disk", space.free_bytes, "os", f"free space {space.free_bytes} bytes under {spill_dir}", raw)

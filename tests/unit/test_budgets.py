@@ -1,0 +1,138 @@
+"""The budget resolver on fake cgroup v1/v2 trees: precedence, provenance, clamping, CPUs."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+import tensortorrent as tt
+from tensortorrent.hardware.budgets import reserve, resolve_budgets
+from tensortorrent.hardware.host import probe
+
+GiB = 1 << 30
+MiB = 1 << 20
+MEM_AVAILABLE = 8 * GiB
+V1_UNLIMITED = 9223372036854771712
+
+
+def fake_host(tmp_path, *, version: int, files: dict[str, str]):
+    """A /proc, /sys and cgroup tree holding `files` (paths under the cgroup root), probed."""
+    proc, sys_root, cgroup = tmp_path / "proc", tmp_path / "sys", tmp_path / "cgroup"
+    (proc / "self").mkdir(parents=True)
+    sys_root.mkdir()
+    cgroup.mkdir()
+    (proc / "meminfo").write_text(
+        f"MemTotal:       {16 * GiB // 1024} kB\nMemFree:        {GiB // 1024} kB\n"
+        f"MemAvailable:   {MEM_AVAILABLE // 1024} kB\n"
+    )
+    if version == 2:
+        (proc / "self" / "cgroup").write_text("0::/job\n")
+        (cgroup / "cgroup.controllers").write_text("cpu memory\n")
+    else:
+        (proc / "self" / "cgroup").write_text("4:memory:/job\n2:cpu,cpuacct:/job\n0::/\n")
+    for path, text in files.items():
+        (cgroup / path).parent.mkdir(parents=True, exist_ok=True)
+        (cgroup / path).write_text(text + "\n")
+    return probe(proc_root=str(proc), sys_root=str(sys_root), cgroup_root=str(cgroup))
+
+
+def ram(host, **config):
+    return resolve_budgets(tt.CompileConfig(**config), host=host, devices=[]).ram
+
+
+def test_v2_limit_binds_less_usage_and_reserve(tmp_path):
+    host = fake_host(tmp_path, version=2, files={"job/memory.max": str(GiB), "job/memory.current": str(256 * MiB)})
+    budget = ram(host)
+    assert budget.source == "cgroup"
+    assert budget.amount == 768 * MiB - reserve(768 * MiB)
+    assert "cgroup v2 limit 1073741824 bytes less 268435456 in use" in budget.detail
+    assert budget.raw["memory_max"] == GiB and budget.raw["MemAvailable"] == MEM_AVAILABLE
+
+
+def test_v2_unlimited_falls_back_to_the_os(tmp_path):
+    host = fake_host(tmp_path, version=2, files={"job/memory.max": "max", "job/memory.current": str(MiB)})
+    budget = ram(host)
+    assert budget.source == "os" and budget.amount == MEM_AVAILABLE - reserve(MEM_AVAILABLE)
+    assert "MemAvailable 8589934592 bytes" in budget.detail
+
+
+def test_v2_memory_high_below_max_binds(tmp_path):
+    files = {"job/memory.max": str(2 * GiB), "job/memory.high": str(GiB), "job/memory.current": "0"}
+    budget = ram(fake_host(tmp_path, version=2, files=files))
+    assert budget.source == "cgroup" and budget.amount == GiB - reserve(GiB)
+
+
+def test_usage_above_the_limit_clamps_at_zero(tmp_path):
+    files = {"job/memory.max": str(GiB), "job/memory.current": str(2 * GiB)}
+    budget = ram(fake_host(tmp_path, version=2, files=files))
+    assert budget.source == "cgroup" and budget.amount == 0
+
+
+def test_v1_limited_and_unlimited(tmp_path):
+    limited = fake_host(
+        tmp_path / "a",
+        version=1,
+        files={"memory/job/memory.limit_in_bytes": str(2 * GiB), "memory/job/memory.usage_in_bytes": str(GiB)},
+    )
+    assert ram(limited).source == "cgroup" and ram(limited).amount == GiB - reserve(GiB)
+    unlimited = fake_host(
+        tmp_path / "b",
+        version=1,
+        files={"memory/job/memory.limit_in_bytes": str(V1_UNLIMITED), "memory/job/memory.usage_in_bytes": "0"},
+    )
+    assert ram(unlimited).source == "os"
+
+
+def test_explicit_config_beats_environment_beats_cgroup(tmp_path, monkeypatch):
+    host = fake_host(tmp_path, version=2, files={"job/memory.max": str(GiB), "job/memory.current": "0"})
+    monkeypatch.setenv("TT_RAM_BUDGET_BYTES", str(3 * GiB))
+    from_env = ram(host)
+    assert (from_env.source, from_env.amount, from_env.detail) == (
+        "environment",
+        3 * GiB,
+        f"TT_RAM_BUDGET_BYTES={3 * GiB}",
+    )
+    from_config = ram(host, ram_budget_bytes=5 * GiB)
+    assert (from_config.source, from_config.amount) == ("config", 5 * GiB)
+    assert from_config.detail == f"CompileConfig.ram_budget_bytes={5 * GiB}"
+
+
+def test_a_bad_environment_value_names_the_variable(tmp_path, monkeypatch):
+    host = fake_host(tmp_path, version=2, files={})
+    monkeypatch.setenv("TT_RAM_BUDGET_BYTES", "lots")
+    with pytest.raises(tt.ConfigValueError, match="TT_RAM_BUDGET_BYTES: expected an integer, got 'lots'"):
+        ram(host)
+
+
+def test_cpu_count_from_quota_and_affinity(tmp_path):
+    affinity = len(__import__("os").sched_getaffinity(0))
+    half_core = fake_host(tmp_path / "a", version=2, files={"job/cpu.max": "50000 100000"})
+    cpus = resolve_budgets(host=half_core, devices=[]).cpus
+    if affinity > 1:
+        assert (cpus.source, cpus.amount) == ("cgroup", 1)
+        assert "cgroup CPU quota 0.5 cores" in cpus.detail
+    unlimited = fake_host(tmp_path / "b", version=2, files={"job/cpu.max": "max 100000"})
+    cpus = resolve_budgets(host=unlimited, devices=[]).cpus
+    assert (cpus.source, cpus.amount) == ("os", affinity)
+    v1 = fake_host(tmp_path / "c", version=1, files={"cpu,cpuacct/job/cpu.cfs_quota_us": "-1"})
+    assert resolve_budgets(host=v1, devices=[]).cpus.amount == affinity
+    explicit = resolve_budgets(tt.CompileConfig(cpu_budget=7), host=v1, devices=[]).cpus
+    assert (explicit.source, explicit.amount) == ("config", 7)
+
+
+def test_early_fit_gate_refuses_a_model_no_budget_holds():
+    model = nn.Sequential(nn.Linear(256, 256), nn.Linear(256, 256))  # 526,336 bytes of weights
+    config = tt.CompileConfig(ram_budget_bytes=100_000, disk_budget_bytes=100_000)
+    with pytest.raises(tt.MemoryCapacityError) as caught:
+        tt.compile(model, example_inputs=(torch.randn(1, 256),), config=config)
+    message = str(caught.value)
+    assert "need 526336 bytes" in message and "allow 200000 bytes" in message
+    assert "ram: 97.7 KiB (config" in message and "disk: 97.7 KiB (config" in message
+
+
+def test_a_model_within_the_budgets_compiles():
+    model = nn.Linear(16, 16)
+    config = tt.CompileConfig(ram_budget_bytes=1 << 20, disk_budget_bytes=1 << 20)
+    compiled = tt.compile(model, example_inputs=(torch.randn(2, 16),), config=config)
+    assert compiled(torch.randn(2, 16)).shape == (2, 16)
