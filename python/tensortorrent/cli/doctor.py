@@ -14,7 +14,7 @@ from ..config import CompileConfig
 from ..files import write_text_atomically
 from ..hardware import discover_devices, hardware_fingerprint, resolve_budgets
 from ..hardware.budgets import DEFAULT_SPILL_DIR
-from ..hardware.devices import absent_kinds
+from ..hardware.devices import absent_kinds, measure_host_to_device_bandwidth
 from ..hardware.host import probe
 from ..observe.explain import format_bytes
 from ..version import __version__
@@ -26,10 +26,13 @@ def add_parser(commands) -> None:
     parser = commands.add_parser("doctor", help="show devices, budgets and their provenance; exit 1 if a check fails")
     parser.add_argument("--json", type=str, metavar="PATH", help="also write the report as JSON to PATH")
     parser.add_argument("--no-bandwidth", action="store_true", help="skip measuring the spill directory's read speed")
+    parser.add_argument(
+        "--h2d", action="store_true", help="measure pinned host-to-device bandwidth of each accelerator"
+    )
     parser.set_defaults(run=run)
 
 
-def report(measure_bandwidth: bool = True) -> dict[str, Any]:
+def report(measure_bandwidth: bool = True, measure_h2d: bool = False) -> dict[str, Any]:
     """Everything doctor shows, as JSON-able data (the --json schema)."""
     host = probe()
     devices = discover_devices()
@@ -47,13 +50,19 @@ def report(measure_bandwidth: bool = True) -> dict[str, Any]:
         "torch": torch.__version__,
         "fingerprint": hardware_fingerprint(),
         "host": _host_json(host),
-        "devices": [vars(d) | {"peers": list(d.peers)} for d in devices],
+        "devices": [vars(d) | {"peers": list(d.peers)} | _h2d(d, measure_h2d) for d in devices],
         "absent": absent_kinds(devices),
         "budgets": [vars(b) for b in (budgets.ram, *budgets.devices.values(), budgets.disk, budgets.cpus)],
         "disk": disk,
         "checks": checks,
         "healthy": all(c["ok"] for c in checks),
     }
+
+
+def _h2d(device, measure: bool) -> dict[str, Any]:
+    if not measure or device.kind == "cpu":
+        return {}
+    return {"h2d_bytes_per_second": measure_host_to_device_bandwidth(device.name)}
 
 
 def _check(name: str, ok: bool, detail: str) -> dict[str, Any]:
@@ -156,7 +165,7 @@ def _bytes(value: int | None) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    data = report(measure_bandwidth=not args.no_bandwidth)
+    data = report(measure_bandwidth=not args.no_bandwidth, measure_h2d=args.h2d)
     print_report(data)
     if args.json:
         write_text_atomically(args.json, json.dumps(data, indent=2) + "\n")
