@@ -24,7 +24,7 @@ from .runtime import CompiledModule
 
 log = logging.getLogger(__name__)
 
-STAGES = ["export", "partition", "plan", "build"]
+STAGES = ["export", "partition", "plan", "build", "profile"]
 
 
 def compile(
@@ -68,6 +68,8 @@ def compile(
                 plan=plan,
                 config=config,
             )
+        with progress.stage("profile"):
+            compiled.profile(*args, **kwargs)
     log.info(
         "compiled %s: %d region(s), direct path %s",
         type(model).__qualname__,

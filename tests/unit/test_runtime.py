@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import tensortorrent as tt
-from conftest import ProbeChain, eager_outputs, probe, sleep_then
+from conftest import Hooks, ProbeChain, eager_outputs, probe, sleep_then
 
 torch.manual_seed(0)
 
@@ -19,7 +19,9 @@ ONE_OP_REGIONS = tt.CompileConfig(max_region_nodes=1)
 def compile_chain(config=ONE_OP_REGIONS, stages: int = 4):
     model = ProbeChain(stages)
     x = torch.randn(2, 8)
-    return model, x, tt.compile(model, example_inputs=(x,), config=config)
+    compiled = tt.compile(model, example_inputs=(x,), config=config)
+    Hooks.calls.clear()  # compile's profiling run called the probes
+    return model, x, compiled
 
 
 @pytest.mark.parametrize("config", [ONE_OP_REGIONS, None], ids=["executor", "direct"])

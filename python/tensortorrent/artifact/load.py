@@ -63,7 +63,7 @@ def load_compiled(
     program = normalize(exported)
     saved_config, signature = _saved_parts(manifest)
     config = config or saved_config
-    regions, plan, origin = _regions_and_plan(manifest, program, config, saved_config, directory)
+    regions, plan, origin, replayed = _regions_and_plan(manifest, program, config, saved_config, directory)
     return CompiledModule(
         model=model,
         runs_model_forward=False,
@@ -74,7 +74,16 @@ def load_compiled(
         plan=plan,
         config=config,
         origin=origin,
+        cpu_seconds=_saved_cpu_seconds(manifest, len(regions)) if replayed else None,
     )
+
+
+def _saved_cpu_seconds(manifest: dict, region_count: int) -> list[float] | None:
+    """The CPU times measured when the artifact was compiled, if it recorded them all."""
+    saved = (manifest["predicted_costs"] or {}).get("regions", [])
+    seconds = [cost.get("cpu_seconds") if isinstance(cost, dict) else None for cost in saved]
+    valid = len(seconds) == region_count and all(isinstance(s, (int, float)) for s in seconds)
+    return [float(s) for s in seconds] if valid else None
 
 
 def _check_arguments(path: object, config: object, verify_integrity: object) -> str:
@@ -168,7 +177,7 @@ def _regions_and_plan(manifest: dict, program, config: CompileConfig, saved_conf
             plan = plan_from_json(manifest["plan"], manifest["schedule"])
             if len(plan.devices) != len(regions):
                 raise ValueError(f"{len(plan.devices)} device entries for {len(regions)} regions")
-            return regions, plan, f"loaded from {directory}: saved plan replayed (hardware fingerprint {here})"
+            return regions, plan, f"loaded from {directory}: saved plan replayed (hardware fingerprint {here})", True
         layers = frozenset(layer for layer, _ in saved_regions if layer)
     except (KeyError, TypeError, ValueError, TensorTorrentError) as error:
         raise ArtifactError(f"{MANIFEST}: unreadable regions, plan or schedule ({error})") from error
@@ -179,4 +188,4 @@ def _regions_and_plan(manifest: dict, program, config: CompileConfig, saved_conf
     )
     regions = partition(program, layers, config.max_region_nodes)
     plan = build_plan(regions, config, cpus=resolve_budgets(config).cpus.amount)
-    return regions, plan, f"loaded from {directory}: re-planned ({reason})"
+    return regions, plan, f"loaded from {directory}: re-planned ({reason})", False

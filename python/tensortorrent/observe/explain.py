@@ -8,6 +8,7 @@ from ..capture.program import NormalizedProgram
 from ..config import CompileConfig
 from ..partition import Region
 from ..planning import ExecutionPlan
+from ..planning.costs import RegionCost
 
 
 def format_bytes(count: int) -> str:
@@ -27,6 +28,7 @@ def explain(
     regions: Sequence[Region],
     plan: ExecutionPlan,
     config: CompileConfig,
+    costs: Sequence[RegionCost],
     origin: str = "",
 ) -> str:
     """A readable report of what compile decided and why; `origin` says where it came from."""
@@ -42,14 +44,19 @@ def explain(
         "  config: " + ", ".join(f"{k}={v}" for k, v in config.as_dict().items()),
         "",
         "Regions",
-        f"  {'region':<24} {'ops':>5} {'params':>11} {'device':<7} {'depends on':<12} modules",
+        f"  {'region':<24} {'ops':>5} {'params':>11} {'MFLOP':>9} {'cpu ms':>8} {'device':<7} "
+        f"{'depends on':<12} modules",
     ]
-    for region, device in zip(regions, plan.devices):
+    for region, device, cost in zip(regions, plan.devices, costs):
         deps = ", ".join(f"r{d}" for d in region.deps) or "-"
+        measured = "-" if cost.cpu_seconds is None else f"{cost.cpu_seconds * 1e3:.3f}"
         lines.append(
-            f"  {region.name:<24} {len(region.nodes):>5} {format_bytes(region.parameter_bytes):>11} {device:<7} "
-            f"{deps:<12} {region.span}"
+            f"  {region.name:<24} {len(region.nodes):>5} {format_bytes(region.parameter_bytes):>11} "
+            f"{cost.flops / 1e6:>9.2f} {measured:>8} {device:<7} {deps:<12} {region.span}"
         )
+    if costs and all(cost.cpu_seconds is not None for cost in costs):
+        total = sum(cost.cpu_seconds for cost in costs) * 1e3
+        lines.append(f"  measured at compile: {total:.3f} ms for all regions one after another on the cpu")
     lines += ["", "Schedule"]
     if plan.direct:
         lines.append("  (not used: the direct path calls the region inline)")

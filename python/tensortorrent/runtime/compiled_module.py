@@ -19,6 +19,7 @@ from ..files import write_text_atomically
 from ..observe.explain import explain
 from ..partition import Region
 from ..planning import ExecutionPlan
+from ..planning.costs import RegionCost, measure_cpu_seconds, region_costs
 from .program_runner import ProgramRunner, detach_outputs
 
 
@@ -42,10 +43,12 @@ class CompiledModule(nn.Module):
         plan: ExecutionPlan,
         config: CompileConfig,
         origin: str = "",
+        cpu_seconds: list[float] | None = None,
     ) -> None:
         """`model` holds the weights (the program's bound tensors, in place); when
         `runs_model_forward`, its own forward is the export-free direct path. `origin`
-        is a line for explain() saying where the plan came from (a loaded artifact)."""
+        is a line for explain() saying where the plan came from (a loaded artifact);
+        `cpu_seconds` are measured region times, if known (see profile())."""
         super().__init__()
         self.model = model
         self._runs_model_forward = runs_model_forward
@@ -56,7 +59,8 @@ class CompiledModule(nn.Module):
         self._plan = plan
         self._config = config
         self._runner = ProgramRunner(program, regions)
-        self._explain_text = explain(model_name, signature.describe(), program, regions, plan, config, origin)
+        self._origin = origin
+        self._costs = region_costs(regions, cpu_seconds)
         self._cancel = _core.CancelToken()
         # The calling thread runs regions too, so the pool only needs the rest of the slots.
         self._executor = None if plan.direct else _core.Executor(workers=max(1, plan.max_concurrent - 1))
@@ -142,7 +146,22 @@ class CompiledModule(nn.Module):
 
     def explain(self) -> str:
         """A readable report: regions, schedule and why the direct path was or was not taken."""
-        return self._explain_text
+        signature, program = self._signature.describe(), self._program
+        return explain(
+            self._model_name, signature, program, self._regions, self._plan, self._config, self._costs, self._origin
+        )
+
+    def profile(self, *args: Any, **kwargs: Any) -> list[float]:
+        """Measures each region's CPU time on these inputs (one timed run after a warm-up),
+        keeps it for explain() and saved artifacts, and returns it in seconds."""
+        seconds = measure_cpu_seconds(self._runner, self._signature.flatten(args, kwargs))
+        self._costs = region_costs(self._regions, seconds)
+        return seconds
+
+    @property
+    def region_costs(self) -> list[RegionCost]:
+        """Per region: FLOPs, output bytes and measured CPU seconds (None until profiled)."""
+        return list(self._costs)
 
     def save(self, path: str | os.PathLike) -> str:
         """Writes this compiled program as an artifact directory (see tt.load_compiled)."""

@@ -1,0 +1,89 @@
+"""What each region costs: FLOPs and bytes from the graph, seconds measured on the CPU.
+
+FLOPs count the dense math (matrix products, convolutions, attention) exactly from the
+shapes export recorded, and every other op as one FLOP per output element. The CPU time
+of each region is measured on real tensors by running the program once, region by
+region; it is what the planner's CPU costs and explain()'s predictions start from.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import fx
+
+from ..partition import Region
+
+aten = torch.ops.aten
+
+
+@dataclass(frozen=True)
+class RegionCost:
+    flops: int
+    output_bytes: int  # activations the region hands to others
+    cpu_seconds: float | None  # measured; None when not measured
+
+
+def _shape(value: Any) -> tuple[int, ...]:
+    meta = value.meta.get("val") if isinstance(value, fx.Node) else None
+    return tuple(int(d) for d in meta.shape) if isinstance(meta, torch.Tensor) else ()
+
+
+def _numel(shape: tuple[int, ...]) -> int:
+    return math.prod(shape) if shape else 1
+
+
+def node_flops(node: fx.Node) -> int:
+    """FLOPs of one operation, from the shapes export recorded."""
+    out = _shape(node)
+    target = node.target
+    if target == aten.linear.default:
+        return 2 * _numel(out) * _shape(node.args[1])[-1]
+    if target in (aten.mm.default, aten.bmm.default, aten.addmm.default, aten.baddbmm.default, aten.matmul.default):
+        first = node.args[1] if target in (aten.addmm.default, aten.baddbmm.default) else node.args[0]
+        return 2 * _numel(out) * _shape(first)[-1]
+    if target in (aten.convolution.default, aten.conv1d.default, aten.conv2d.default, aten.conv3d.default):
+        weight = _shape(node.args[1])
+        return 2 * _numel(out) * _numel(weight[1:])
+    if target == aten.scaled_dot_product_attention.default:
+        query, key = _shape(node.args[0]), _shape(node.args[1])
+        return 4 * _numel(query) * key[-2]  # Q @ K^T and P @ V
+    value = node.meta.get("val")
+    return _numel(out) if isinstance(value, torch.Tensor) else 0
+
+
+def _nbytes(node: fx.Node) -> int:
+    values = node.meta.get("val")
+    values = values if isinstance(values, (tuple, list)) else [values]
+    return sum(v.numel() * v.element_size() for v in values if isinstance(v, torch.Tensor))
+
+
+def region_costs(regions: Sequence[Region], cpu_seconds: Sequence[float] | None = None) -> list[RegionCost]:
+    """Each region's FLOPs and output bytes, with its measured CPU seconds when given."""
+    return [
+        RegionCost(
+            flops=sum(node_flops(node) for node in region.nodes),
+            output_bytes=sum(_nbytes(node) for node in region.out_nodes),
+            cpu_seconds=cpu_seconds[region.index] if cpu_seconds is not None else None,
+        )
+        for region in regions
+    ]
+
+
+def measure_cpu_seconds(runner, flat_inputs: list[Any], repeats: int = 1) -> list[float]:
+    """The best of `repeats` timed runs of every region, on the calling thread, after a warm-up."""
+    best = [math.inf] * len(runner.kernels)
+    with torch.no_grad():
+        for attempt in range(repeats + 1):
+            call = runner.new_call(list(flat_inputs))
+            for index in range(len(runner.kernels)):
+                start = time.perf_counter()
+                call.run_region(index)
+                if attempt:  # the first pass warms caches and allocators
+                    best[index] = min(best[index], time.perf_counter() - start)
+    return best

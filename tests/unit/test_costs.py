@@ -1,0 +1,41 @@
+"""Region costs: FLOPs from shapes, output bytes, CPU times measured at compile and saved."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+import tensortorrent as tt
+from tensortorrent.planning.costs import node_flops
+
+
+def test_flops_of_dense_ops_follow_their_shapes():
+    model = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 32))
+    compiled = tt.compile(model, example_inputs=(torch.randn(8, 64),), config=tt.CompileConfig(max_region_nodes=1))
+    flops = [cost.flops for cost in compiled.region_costs]
+    assert flops == [2 * 8 * 128 * 64, 8 * 128, 2 * 8 * 32 * 128]
+    assert [cost.output_bytes for cost in compiled.region_costs] == [8 * 128 * 4, 8 * 128 * 4, 8 * 32 * 4]
+
+
+def test_attention_and_convolution_flops():
+    layer = nn.TransformerEncoderLayer(32, 4, 64, batch_first=True)
+    compiled = tt.compile(layer, example_inputs=(torch.randn(2, 6, 32),))
+    program = compiled._program
+    sdpa = next(n for n in program.compute_nodes if "scaled_dot_product" in str(n.target))
+    assert node_flops(sdpa) == 4 * (2 * 4 * 6 * 8) * 6
+    conv = tt.compile(nn.Conv2d(3, 8, 3), example_inputs=(torch.randn(1, 3, 10, 10),))
+    assert conv.region_costs[0].flops == 2 * (8 * 8 * 8) * (3 * 3 * 3)
+
+
+def test_cpu_time_is_measured_at_compile_shown_and_saved(tmp_path):
+    model = nn.Sequential(nn.Linear(64, 64), nn.GELU(), nn.Linear(64, 8))
+    compiled = tt.compile(model, example_inputs=(torch.randn(4, 64),), config=tt.CompileConfig(max_region_nodes=2))
+    seconds = [cost.cpu_seconds for cost in compiled.region_costs]
+    assert all(s is not None and s > 0 for s in seconds)
+    assert "measured at compile:" in compiled.explain() and "MFLOP" in compiled.explain()
+    compiled.save(tmp_path / "a")
+    loaded = tt.load_compiled(tmp_path / "a")
+    assert [cost.cpu_seconds for cost in loaded.region_costs] == seconds
+    replanned = tt.load_compiled(tmp_path / "a", config=tt.CompileConfig(max_region_nodes=1))
+    assert all(cost.cpu_seconds is None for cost in replanned.region_costs)
+    assert replanned.profile(torch.randn(4, 64))[0] > 0
