@@ -9,6 +9,7 @@
 #include <nanobind/stl/vector.h>
 
 #include "bindings.h"
+#include "repr_text.h"
 #include "tt/host/disk.h"
 #include "tt/host/host_probe.h"
 
@@ -17,12 +18,6 @@ using namespace nb::literals;
 
 namespace tt::bindings {
 namespace {
-
-std::string number(double value) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.6g", value);
-  return text;
-}
 
 template <typename T>
 std::string optional_text(const std::optional<T>& value) {

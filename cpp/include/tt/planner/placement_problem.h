@@ -28,7 +28,9 @@ struct PlacementProblem {
   std::vector<PlacementRegion> regions;
   std::vector<PlacementDevice> devices;
   std::vector<std::vector<double>> transfer_s_per_byte;  // [from][to] device; 0 on the diagonal
-  std::vector<double> stream_s_per_byte;                 // per device: moving a non-resident parameter byte to it, each call
+  // Per device: seconds to move it one parameter byte that is not resident (from host or
+  // disk), paid on every call.
+  std::vector<double> stream_s_per_byte;
 };
 
 // A complete placement: where each region runs and whether its parameters stay there.

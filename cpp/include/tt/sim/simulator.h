@@ -27,8 +27,9 @@ struct SimResult {
 // one that became ready first (ties: lower input position). A Compute lasts `seconds`, a
 // Transfer its link's latency + bytes / bandwidth. allocate_at_start adds to a tier when a
 // task starts and release_at_end subtracts when it ends; at equal times releases come
-// first, so space freed at t is reusable at t. `initial_bytes` (empty, or one entry per
-// tier) is resident before the run. Exceeding a capacity is reported, not an error;
+// first, so space freed at t is reusable at t; a task that takes no time holds its own
+// allocations for an instant in between. `initial_bytes` (empty, or one entry per tier) is
+// resident before the run. Exceeding a capacity is reported, not an error;
 // running totals may dip below zero when a task releases initial bytes it never allocated.
 //
 // Throws Error(InvalidArgument) naming the task id for invalid tasks (see SimTaskGraph),
