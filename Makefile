@@ -73,6 +73,7 @@ sanitize-thread: $(VENV)/.deps | system-deps
 bench: $(VENV)/.built
 	$(PY) bench/overhead.py
 	$(PY) bench/artifact_load.py
+	$(PY) bench/planner.py
 
 clean:
 	rm -rf build $(VENV)

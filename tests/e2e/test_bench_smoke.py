@@ -50,3 +50,16 @@ def test_artifact_load_benchmark_quick_run(tmp_path):
     for condition in ("warm", "cold"):
         assert set(results[condition]) == {"read_files_once", "load_compiled", "load_compiled_unverified"}
     assert [p.name for p in tmp_path.iterdir()] == ["artifact_load.json"], "the scratch artifact is removed"
+
+
+def test_planner_benchmark_quick_run(tmp_path):
+    out = tmp_path / "planner.json"
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "planner.py"), "--quick", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    results = json.loads(out.read_text())
+    assert 0 <= results["optimality"]["worst_gap"] and results["large"]["greedy_over_search"] > 0
