@@ -1,4 +1,4 @@
-"""bench/overhead.py --quick runs and writes well-formed results (no timing is asserted)."""
+"""Every benchmark's --quick run works and writes well-formed results (no timing is asserted)."""
 
 from __future__ import annotations
 
@@ -10,16 +10,20 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_overhead_benchmark_quick_run(tmp_path):
-    out = tmp_path / "overhead.json"
+def run_quick(script: str, out: Path, *extra: str) -> dict:
+    """Runs bench/SCRIPT --quick --out OUT and returns the JSON it wrote."""
     done = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "overhead.py"), "--quick", "--out", str(out)],
+        [sys.executable, str(ROOT / "bench" / script), "--quick", "--out", str(out), *extra],
         capture_output=True,
         text=True,
         timeout=300,
     )
     assert done.returncode == 0, done.stderr
-    results = json.loads(out.read_text())
+    return json.loads(out.read_text())
+
+
+def test_overhead_benchmark_quick_run(tmp_path):
+    results = run_quick("overhead.py", tmp_path / "overhead.json")
     assert set(results["executor_overhead"]) == {"native", "native_pool", "compiled_chain"}
     assert results["executor_overhead"]["compiled_chain"]["max_abs_error"] == 0
     for workload in results["latency"].values():
@@ -29,23 +33,7 @@ def test_overhead_benchmark_quick_run(tmp_path):
 
 
 def test_artifact_load_benchmark_quick_run(tmp_path):
-    out = tmp_path / "artifact_load.json"
-    done = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "bench" / "artifact_load.py"),
-            "--quick",
-            "--out",
-            str(out),
-            "--dir",
-            str(tmp_path),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr
-    results = json.loads(out.read_text())
+    results = run_quick("artifact_load.py", tmp_path / "artifact_load.json", "--dir", str(tmp_path))
     assert results["max_abs_error"] == 0
     for condition in ("warm", "cold"):
         assert set(results[condition]) == {"read_files_once", "load_compiled", "load_compiled_unverified"}
@@ -53,13 +41,5 @@ def test_artifact_load_benchmark_quick_run(tmp_path):
 
 
 def test_planner_benchmark_quick_run(tmp_path):
-    out = tmp_path / "planner.json"
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "planner.py"), "--quick", "--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr
-    results = json.loads(out.read_text())
+    results = run_quick("planner.py", tmp_path / "planner.json")
     assert 0 <= results["optimality"]["worst_gap"] and results["large"]["greedy_over_search"] > 0

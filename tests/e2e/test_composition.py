@@ -155,16 +155,10 @@ class TestComposition:
 
 @pytest.mark.parametrize("config", [None, SPLIT], ids=["default", "split"])
 def test_transformers_model_as_one_node(config):
-    transformers = pytest.importorskip("transformers")
-    bert_config = transformers.BertConfig(
-        hidden_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        intermediate_size=128,
-        vocab_size=128,
-        max_position_embeddings=64,
-    )
-    bert, head = transformers.BertModel(bert_config).eval(), nn.Linear(64, 3)
+    pytest.importorskip("transformers")
+    from e2e.test_parity_transformers import bert as small_bert
+
+    bert, head = small_bert(), nn.Linear(64, 3)
     graph = ModuleGraph(
         [
             ModuleNode("bert", bert, (GraphInput(0),), {"attention_mask": GraphInput("attention_mask")}),
