@@ -19,7 +19,7 @@ from ..planning import build_plan, plan_from_json
 from ..runtime import CompiledModule
 from .integrity import list_files, read_file, read_integrity
 from .layout import MANIFEST, check_manifest
-from .program_archive import load_program
+from .program_archive import load_program, with_tensors
 from .weights import tensors_from_safetensors
 
 
@@ -49,16 +49,7 @@ def load_compiled(
     model, state, constants = _bind_weights(
         manifest["weights"], tensors_from_safetensors(read(weights_name), weights_name), meta_program
     )
-    exported = torch.export.ExportedProgram(
-        root=meta_program.graph_module,
-        graph=meta_program.graph,
-        graph_signature=meta_program.graph_signature,
-        state_dict=state,
-        range_constraints=meta_program.range_constraints,
-        module_call_graph=meta_program.module_call_graph,
-        constants=constants,
-        verifiers=[meta_program.verifier],
-    )
+    exported = with_tensors(meta_program, state_dict=state, constants=constants)
     drop_dead_nodes(exported.graph_module)
     program = normalize(exported)
     saved_config, signature = _saved_parts(manifest)

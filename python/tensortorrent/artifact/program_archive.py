@@ -27,22 +27,33 @@ def program_bytes(exported: torch.export.ExportedProgram) -> bytes:
     The weights go to safetensors instead; meta tensors keep dtype, shape and the
     parameter/buffer distinction, so the archive stays small and free of tensor data.
     """
-    weightless = torch.export.ExportedProgram(
-        root=exported.graph_module,
-        graph=exported.graph,
-        graph_signature=exported.graph_signature,
+    weightless = with_tensors(
+        exported,
         state_dict={name: _meta_like(t) for name, t in exported.state_dict.items()},
-        range_constraints=exported.range_constraints,
-        module_call_graph=exported.module_call_graph,
-        example_inputs=None,  # torch would pickle them
         constants={name: _meta_like(t) for name, t in exported.constants.items()},
-        verifiers=[exported.verifier],
     )
     buffer = io.BytesIO()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)  # torch's own pytree deprecation notices
         torch.export.save(weightless, buffer)
     return buffer.getvalue()
+
+
+def with_tensors(
+    exported: torch.export.ExportedProgram, state_dict: dict, constants: dict
+) -> torch.export.ExportedProgram:
+    """The same program over other tensors (and without example inputs, which torch pickles)."""
+    return torch.export.ExportedProgram(
+        root=exported.graph_module,
+        graph=exported.graph,
+        graph_signature=exported.graph_signature,
+        state_dict=state_dict,
+        range_constraints=exported.range_constraints,
+        module_call_graph=exported.module_call_graph,
+        example_inputs=None,
+        constants=constants,
+        verifiers=[exported.verifier],
+    )
 
 
 def _meta_like(value: object) -> object:
