@@ -14,6 +14,7 @@ import torch
 
 import tensortorrent as tt
 from tensortorrent.files import write_text_atomically
+from tensortorrent.hardware.devices import cpu_model
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS_DIR = ROOT / "bench" / "results"
@@ -37,11 +38,10 @@ def busy_cpu_s() -> tuple[float, float]:
 
 
 def machine() -> dict:
-    cpuinfo = Path("/proc/cpuinfo").read_text().splitlines()
     meminfo = Path("/proc/meminfo").read_text().splitlines()
     mem_kib = next(int(line.split()[1]) for line in meminfo if line.startswith("MemTotal:"))
     return {
-        "cpu_model": next((line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name")), None),
+        "cpu_model": cpu_model(),
         "cores_usable": len(os.sched_getaffinity(0)),
         "ram_gib": round(mem_kib / 2**20, 1),
         "platform": platform.platform(),
