@@ -1,5 +1,5 @@
-// Python view of the executor: runs a schedule whose compute instructions call back
-// into a Python region kernel, holding the GIL only for that call.
+// Python view of the executor: runs a schedule whose instructions call back into a
+// Python kernel with their id, holding the GIL only for that call.
 #include <memory>
 
 #include <nanobind/stl/shared_ptr.h>
@@ -79,7 +79,9 @@ class PyExecutor {
     Kernel call = [owner](const Instruction& instruction) {
       keep_python_thread_state();
       nb::gil_scoped_acquire gil;
-      owner->fn(instruction.region);
+      // The id, not the region: transfers have no region, and the kernel looks the
+      // instruction up by id in whatever plan built the schedule.
+      owner->fn(instruction.id);
     };
     RunOptions options{max_concurrent, stall_timeout_s, std::move(cancel), caller_runs};
     nb::gil_scoped_release no_gil;
@@ -104,11 +106,14 @@ void bind_executor(nb::module_& m) {
   nb::class_<InstructionRecord>(m, "InstructionRecord")
       .def("__init__",
            [](InstructionRecord* self, std::int64_t id, std::string label, std::string kind,
-              std::string device, std::int32_t worker, double start_us, double end_us, bool ran) {
+              std::string device, std::int32_t worker, double start_us, double end_us, bool ran,
+              double predicted_start_us, double predicted_end_us) {
              new (self) InstructionRecord{id, std::move(label), std::move(kind), std::move(device),
-                                          worker, start_us, end_us, ran};
+                                          worker, start_us, end_us, ran, predicted_start_us,
+                                          predicted_end_us};
            },
-           "id"_a, "label"_a, "kind"_a, "device"_a, "worker"_a, "start_us"_a, "end_us"_a, "ran"_a)
+           "id"_a, "label"_a, "kind"_a, "device"_a, "worker"_a, "start_us"_a, "end_us"_a, "ran"_a,
+           "predicted_start_us"_a = -1.0, "predicted_end_us"_a = -1.0)
       .def_ro("id", &InstructionRecord::id)
       .def_ro("label", &InstructionRecord::label)
       .def_ro("kind", &InstructionRecord::kind)
@@ -116,7 +121,9 @@ void bind_executor(nb::module_& m) {
       .def_ro("worker", &InstructionRecord::worker)
       .def_ro("start_us", &InstructionRecord::start_us)
       .def_ro("end_us", &InstructionRecord::end_us)
-      .def_ro("ran", &InstructionRecord::ran);
+      .def_ro("ran", &InstructionRecord::ran)
+      .def_ro("predicted_start_us", &InstructionRecord::predicted_start_us)
+      .def_ro("predicted_end_us", &InstructionRecord::predicted_end_us);
 
   nb::class_<RunReport>(m, "RunReport")
       .def("__init__",
@@ -134,8 +141,9 @@ void bind_executor(nb::module_& m) {
       .def_prop_ro("workers", &PyExecutor::workers)
       .def("run", &PyExecutor::run, "schedule"_a, "kernel"_a, "max_concurrent"_a = 0,
            "stall_timeout_s"_a = 300.0, "cancel"_a.none() = nb::none(), "caller_runs"_a = true,
-           "Runs the schedule, calling kernel(region) for each compute instruction (on this "
-           "thread too when caller_runs); waits with the GIL released and re-raises the first error.");
+           "Runs the schedule, calling kernel(instruction_id) for every instruction, whatever its "
+           "kind (on this thread too when caller_runs); waits with the GIL released and re-raises "
+           "the first error.");
 }
 
 }  // namespace tt::bindings

@@ -8,6 +8,7 @@
 
 #include "bindings.h"
 #include "repr_text.h"
+#include "tt/planner/objective.h"
 #include "tt/planner/placement_cost.h"
 #include "tt/planner/search.h"
 
@@ -43,6 +44,11 @@ Evaluator python_evaluator(const nb::object& evaluator) {
 
 Assignment make_assignment(std::vector<std::int32_t> devices, std::vector<bool> resident) {
   return Assignment{std::move(devices), std::move(resident)};
+}
+
+std::string weights_text(const ObjectiveWeights& w) {
+  return "ObjectiveWeights(latency=" + number(w.latency) + ", bottleneck=" + number(w.bottleneck) +
+         ", traffic_per_byte=" + number(w.traffic_per_byte) + ")";
 }
 
 std::string list_text(const std::vector<std::int32_t>& values) {
@@ -119,22 +125,49 @@ void bind_planner(nb::module_& m) {
         return "Assignment(device=" + list_text(a.device) + ", resident=[" + resident + "])";
       });
 
+  // Checked where a search uses them, like the other options, so fields can be set one by one.
+  nb::class_<ObjectiveWeights>(m, "ObjectiveWeights")
+      .def("__init__",
+           [](ObjectiveWeights* self, double latency, double bottleneck, double traffic_per_byte) {
+             new (self) ObjectiveWeights{latency, bottleneck, traffic_per_byte};
+           },
+           nb::kw_only(), "latency"_a = ObjectiveWeights{}.latency, "bottleneck"_a = ObjectiveWeights{}.bottleneck,
+           "traffic_per_byte"_a = ObjectiveWeights{}.traffic_per_byte,
+           "What a search minimizes without an evaluator: latency * latency_s + bottleneck * "
+           "bottleneck_s + traffic_per_byte * traffic_bytes. Each finite and >= 0, one > 0.")
+      .def_rw("latency", &ObjectiveWeights::latency)
+      .def_rw("bottleneck", &ObjectiveWeights::bottleneck)
+      .def_rw("traffic_per_byte", &ObjectiveWeights::traffic_per_byte)
+      .def("__eq__", [](const ObjectiveWeights& a, const ObjectiveWeights& b) { return a == b; })
+      .def("__repr__", [](const ObjectiveWeights& w) { return weights_text(w); });
+
+  nb::class_<PlacementMeasures>(m, "PlacementMeasures")
+      .def_ro("latency_s", &PlacementMeasures::latency_s)
+      .def_ro("bottleneck_s", &PlacementMeasures::bottleneck_s)
+      .def_ro("traffic_bytes", &PlacementMeasures::traffic_bytes)
+      .def("__repr__", [](const PlacementMeasures& p) {
+        return "PlacementMeasures(latency_s=" + number(p.latency_s) + ", bottleneck_s=" + number(p.bottleneck_s) +
+               ", traffic_bytes=" + std::to_string(p.traffic_bytes) + ")";
+      });
+
   nb::class_<SearchOptions>(m, "SearchOptions")
       .def("__init__",
            [](SearchOptions* self, std::int32_t beam_width, std::int32_t threads, std::int32_t local_passes,
-              std::int32_t finalists) {
-             new (self) SearchOptions{beam_width, threads, local_passes, finalists};
+              std::int32_t finalists, ObjectiveWeights weights) {
+             new (self) SearchOptions{beam_width, threads, local_passes, finalists, weights};
            },
            nb::kw_only(), "beam_width"_a = SearchOptions{}.beam_width, "threads"_a = SearchOptions{}.threads,
-           "local_passes"_a = SearchOptions{}.local_passes, "finalists"_a = SearchOptions{}.finalists)
+           "local_passes"_a = SearchOptions{}.local_passes, "finalists"_a = SearchOptions{}.finalists,
+           "weights"_a = ObjectiveWeights{})
       .def_rw("beam_width", &SearchOptions::beam_width)
       .def_rw("threads", &SearchOptions::threads)
       .def_rw("local_passes", &SearchOptions::local_passes)
       .def_rw("finalists", &SearchOptions::finalists)
+      .def_rw("weights", &SearchOptions::weights)
       .def("__repr__", [](const SearchOptions& o) {
         return "SearchOptions(beam_width=" + std::to_string(o.beam_width) + ", threads=" +
                std::to_string(o.threads) + ", local_passes=" + std::to_string(o.local_passes) +
-               ", finalists=" + std::to_string(o.finalists) + ")";
+               ", finalists=" + std::to_string(o.finalists) + ", weights=" + weights_text(o.weights) + ")";
       });
 
   nb::class_<SearchResult>(m, "SearchResult")
@@ -155,22 +188,30 @@ void bind_planner(nb::module_& m) {
           return search_placement(problem, options, evaluate);
         },
         "problem"_a, "options"_a = SearchOptions{}, "evaluator"_a.none() = nb::none(),
-        "Device per region (beam search, then local improvement) with residency by the rule. "
-        "evaluator(devices, resident) -> seconds replaces the list-schedule latency; it is "
-        "called with the GIL held, possibly from several threads when options.threads > 1.");
+        "Device per region (beam search, then local improvement) with residency by the rule, "
+        "minimizing options.weights over the measures (default: the list-schedule latency). "
+        "evaluator(devices, resident) -> seconds replaces them; it is called with the GIL held, "
+        "possibly from several threads when options.threads > 1.");
   m.def("exhaustive_placement",
-        [](const PlacementProblem& problem, const nb::object& evaluator) {
+        [](const PlacementProblem& problem, const nb::object& evaluator, ObjectiveWeights weights) {
           const Evaluator evaluate = python_evaluator(evaluator);
           nb::gil_scoped_release no_gil;
-          return exhaustive_placement(problem, evaluate);
+          return exhaustive_placement(problem, evaluate, weights);
         },
-        "problem"_a, "evaluator"_a.none() = nb::none(),
-        "Tries every placement (at most 2,000,000); for tests and benchmarks.");
+        "problem"_a, "evaluator"_a.none() = nb::none(), "weights"_a = ObjectiveWeights{},
+        "Tries every placement (at most 2,000,000); for tests and benchmarks. Without an "
+        "evaluator, ranks by the weighted measures (default: the latency).");
   m.def("evaluate_latency",
         [](const PlacementProblem& problem, std::vector<std::int32_t> devices, std::vector<bool> resident) {
           return evaluate_latency(problem, make_assignment(std::move(devices), std::move(resident)));
         },
         "problem"_a, "devices"_a, "resident"_a, "List-schedule makespan in seconds of a placement.");
+  m.def("measure_placement",
+        [](const PlacementProblem& problem, std::vector<std::int32_t> devices, std::vector<bool> resident) {
+          return measure_placement(problem, make_assignment(std::move(devices), std::move(resident)));
+        },
+        "problem"_a, "devices"_a, "resident"_a,
+        "Latency, busiest device's seconds per call and bytes moved per call of a placement.");
   m.def("feasible",
         [](const PlacementProblem& problem, std::vector<std::int32_t> devices, std::vector<bool> resident) {
           return feasible(problem, make_assignment(std::move(devices), std::move(resident)));

@@ -15,23 +15,30 @@ namespace tt::bindings {
 
 void bind_schedule(nb::module_& m) {
   nb::enum_<InstructionKind>(m, "InstructionKind")
-      .value("Compute", InstructionKind::Compute);
+      .value("Compute", InstructionKind::Compute)
+      .value("Transfer", InstructionKind::Transfer);
 
   nb::class_<Instruction>(m, "Instruction")
       .def("__init__",
            [](Instruction* self, std::int64_t id, InstructionKind kind, std::int32_t region,
-              std::string device, std::string label, std::vector<std::int64_t> deps) {
+              std::string device, std::string label, std::vector<std::int64_t> deps,
+              double predicted_start_us, double predicted_end_us) {
              new (self) Instruction{id, kind, region, std::move(device), std::move(label),
-                                    std::move(deps)};
+                                    std::move(deps), predicted_start_us, predicted_end_us};
            },
            "id"_a, "kind"_a = InstructionKind::Compute, "region"_a = -1, "device"_a = "cpu",
-           "label"_a = "", "deps"_a = std::vector<std::int64_t>{})
+           "label"_a = "", "deps"_a = std::vector<std::int64_t>{}, "predicted_start_us"_a = -1.0,
+           "predicted_end_us"_a = -1.0,
+           "One schedule step. predicted_start_us/predicted_end_us: when a cost model expects it "
+           "to run (microseconds from the run's start); both negative means no prediction.")
       .def_rw("id", &Instruction::id)
       .def_rw("kind", &Instruction::kind)
       .def_rw("region", &Instruction::region)
       .def_rw("device", &Instruction::device)
       .def_rw("label", &Instruction::label)
       .def_rw("deps", &Instruction::deps)
+      .def_ro("predicted_start_us", &Instruction::predicted_start_us)
+      .def_ro("predicted_end_us", &Instruction::predicted_end_us)
       .def("__repr__", [](const Instruction& i) {
         return "Instruction(id=" + std::to_string(i.id) + ", kind=" +
                instruction_kind_name(i.kind) + ", label='" + i.label + "')";

@@ -19,11 +19,14 @@ from .errors import (
     InternalError,
     InvalidArgumentError,
     MemoryCapacityError,
+    PlanningError,
     ScheduleError,
     TensorTorrentError,
     UnsafeArtifactError,
     UnsupportedError,
 )
+from .hardware.virtual import VirtualDevice
+from .objective import Objective
 from .runtime import CompiledModule
 from .version import __version__
 
@@ -50,9 +53,12 @@ __all__ = [
     "ModuleGraph",
     "ModuleNode",
     "NodeOutput",
+    "Objective",
+    "PlanningError",
     "ScheduleError",
     "TensorTorrentError",
     "UnsupportedError",
+    "VirtualDevice",
     "__version__",
     "compile",
     "compile_modules",

@@ -14,17 +14,23 @@ from .capture.composed_module import compose
 from .capture.export import check_model
 from .capture.module_graph import ModuleGraph, series
 from .config import CompileConfig
-from .errors import InvalidArgumentError, UnsupportedError
+from .errors import InvalidArgumentError
 from .hardware import resolve_budgets
+from .hardware.virtual import VirtualDevice, check_machine
+from .objective import ObjectiveFunction
 from .observe.progress import CompileProgress
 from .partition import layer_paths, partition
 from .planning import build_plan
+from .planning.costs import measure_cpu_seconds, region_costs
 from .planning.fit import check_fits, weight_bytes
+from .planning.machine import resolve_machine
+from .planning.placement import place
 from .runtime import CompiledModule
+from .runtime.program_runner import ProgramRunner
 
 log = logging.getLogger(__name__)
 
-STAGES = ["export", "partition", "plan", "build", "profile"]
+STAGES = ["export", "partition", "profile", "plan", "build"]
 
 
 def compile(
@@ -34,19 +40,21 @@ def compile(
     devices: str | list[str] = "auto",
     *,
     example_kwargs: dict[str, Any] | None = None,
+    machine: VirtualDevice | Sequence[VirtualDevice] | None = None,
 ) -> CompiledModule:
     """Compiles `model` for the shapes of `example_inputs` (and `example_kwargs`).
 
     Returns a CompiledModule whose calls give the same outputs as `model` in eval mode.
     The model's own training/eval flags are left as they were. A ModuleGraph is compiled
-    as the module that runs it.
+    as the module that runs it. `devices` names where regions may compute: "auto" (the
+    CPU), "cpu", or names of the virtual devices declared in `machine`.
     """
     args = _as_args(example_inputs)
     kwargs = _as_kwargs(example_kwargs)
     config = _as_config(config)
-    _check_devices(devices)
-    model = check_model(compose(model, args, kwargs) if isinstance(model, ModuleGraph) else model)
     budgets = resolve_budgets(config)
+    plan_machine = resolve_machine(devices, check_machine(machine), budgets.ram.amount)
+    model = check_model(compose(model, args, kwargs) if isinstance(model, ModuleGraph) else model)
     check_fits(weight_bytes(model), budgets)  # before export: the heavy work
 
     with CompileProgress(STAGES) as progress:
@@ -55,8 +63,16 @@ def compile(
             signature = InputSignature(args, kwargs)
         with progress.stage("partition"):
             regions = partition(program, layer_paths(model), config.max_region_nodes)
+            runner = ProgramRunner(program, regions)
+        with progress.stage("profile"):
+            seconds = measure_cpu_seconds(runner, signature.flatten(args, kwargs))
         with progress.stage("plan"):
-            plan = build_plan(regions, config, cpus=budgets.cpus.amount)
+            objective = ObjectiveFunction.make(
+                config.objective, config.objective_weights, plan_machine.slowest_link_bytes_per_s()
+            )
+            costs = region_costs(regions, seconds)
+            placement = place(runner, regions, costs, plan_machine, objective, threads=budgets.cpus.amount)
+            plan = build_plan(regions, config, cpus=budgets.cpus.amount, placement=placement)
         with progress.stage("build"):
             compiled = CompiledModule(
                 model=model,
@@ -67,14 +83,16 @@ def compile(
                 regions=regions,
                 plan=plan,
                 config=config,
+                cpu_seconds=seconds,
+                runner=runner,
             )
-        with progress.stage("profile"):
-            compiled.profile(*args, **kwargs)
     log.info(
-        "compiled %s: %d region(s), direct path %s",
+        "compiled %s: %d region(s) on %s, direct path %s, predicted %.3f ms per call",
         type(model).__qualname__,
         len(regions),
+        ", ".join(sorted(set(plan.devices))),
         "taken" if plan.direct else "not taken",
+        placement.chosen.measures.latency_s * 1e3,
     )
     return compiled
 
@@ -87,13 +105,14 @@ def compile_modules(
     devices: str | list[str] = "auto",
     *,
     example_kwargs: dict[str, Any] | None = None,
+    machine: VirtualDevice | Sequence[VirtualDevice] | None = None,
 ) -> CompiledModule:
     """Compiles `modules` run in series: the first takes the example inputs, each next one the previous output.
 
     `names` (default m0, m1, ...) name the nodes, and so prefix the parameter names.
     """
     graph = series(modules, names, len(_as_args(example_inputs)), list(_as_kwargs(example_kwargs)))
-    return compile(graph, example_inputs, config, devices, example_kwargs=example_kwargs)
+    return compile(graph, example_inputs, config, devices, example_kwargs=example_kwargs, machine=machine)
 
 
 def _as_args(example_inputs: object) -> tuple:
@@ -122,15 +141,3 @@ def _as_config(config: object) -> CompileConfig:
     if not isinstance(config, CompileConfig):
         raise InvalidArgumentError(f"tt.compile: config: expected a tt.CompileConfig, got {type(config).__name__}")
     return config
-
-
-def _check_devices(devices: object) -> None:
-    """Only the CPU exists so far; anything else is refused rather than silently ignored."""
-    requested = [devices] if isinstance(devices, str) else devices
-    if not isinstance(requested, (list, tuple)) or not all(isinstance(d, str) for d in requested):
-        raise InvalidArgumentError(
-            f"tt.compile: devices: expected 'auto', 'cpu' or a list of device names, got {devices!r}"
-        )
-    unsupported = [d for d in requested if d not in ("auto", "cpu")]
-    if unsupported or not requested:
-        raise UnsupportedError(f"tt.compile: devices: this version runs on 'cpu' (or 'auto'), got {devices!r}")

@@ -11,6 +11,7 @@ import os
 from dataclasses import dataclass, fields
 
 from .errors import ConfigTypeError, ConfigValueError
+from .objective import Objective, as_objective, check_weights
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,10 @@ class CompileConfig:
         shows the result and where it came from).
     cpu_budget: CPU cores to use; None means the cgroup quota, else the affinity mask.
     spill_dir: where spilled or cached data goes; None means ~/.cache/tensortorrent.
+    objective: what the planner optimises, a tt.Objective or its name (default LATENCY;
+        see tt.Objective).
+    objective_weights: with Objective.WEIGHTED only, the weight of each measure, e.g.
+        {"latency": 1.0, "throughput": 0.0, "memory": 0.5}; missing names weigh 0.
     """
 
     max_region_nodes: int = 256
@@ -42,6 +47,8 @@ class CompileConfig:
     disk_budget_bytes: int | None = None
     cpu_budget: int | None = None
     spill_dir: str | None = None
+    objective: Objective | str = Objective.LATENCY
+    objective_weights: dict[str, float] | None = None
 
     def __post_init__(self) -> None:
         _check_int("max_region_nodes", self.max_region_nodes, minimum=1)
@@ -60,10 +67,16 @@ class CompileConfig:
             raise (ConfigValueError if isinstance(self.spill_dir, str) else ConfigTypeError)(
                 f"CompileConfig.spill_dir: expected a non-empty path string, got {self.spill_dir!r}"
             )
+        # Normalised in place (the dataclass is frozen): names become Objective members.
+        objective = as_objective(self.objective)
+        object.__setattr__(self, "objective", objective)
+        object.__setattr__(self, "objective_weights", check_weights(objective, self.objective_weights))
 
     def as_dict(self) -> dict[str, object]:
-        """The fields and their values, for reports."""
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        """The fields and their values as JSON-able data, for reports and artifacts."""
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        values["objective"] = self.objective.value
+        return values
 
 
 def _type_name(value: object) -> str:

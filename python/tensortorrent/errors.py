@@ -43,6 +43,16 @@ class MemoryCapacityError(TensorTorrentError, MemoryError):
     """The model's weights exceed every budget together; says what is needed and available."""
 
 
+class PlanningError(TensorTorrentError):
+    """No plan fits the machine: names the tier, the bytes needed there and the bytes it allows."""
+
+    def __init__(self, message: str, *, tier: str, needed_bytes: int, allowed_bytes: int) -> None:
+        super().__init__(message)
+        self.tier = tier
+        self.needed_bytes = needed_bytes
+        self.allowed_bytes = allowed_bytes
+
+
 class ArtifactError(TensorTorrentError):
     """A saved artifact is missing, damaged or not readable by this version; names the file."""
 

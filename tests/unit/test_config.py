@@ -64,6 +64,8 @@ def test_valid_config_keeps_its_values():
         "disk_budget_bytes": None,
         "cpu_budget": None,
         "spill_dir": None,
+        "objective": "latency",
+        "objective_weights": None,
     }
 
 
@@ -77,3 +79,30 @@ def test_env_flag(monkeypatch):
     monkeypatch.setenv("TT_DIRECT_PATH", "yes")
     with pytest.raises(tt.ConfigValueError, match="TT_DIRECT_PATH.*'yes'"):
         env_flag("TT_DIRECT_PATH")
+
+
+def test_objectives_by_member_or_name():
+    assert tt.CompileConfig().objective is tt.Objective.LATENCY
+    assert tt.CompileConfig(objective="Memory").objective is tt.Objective.MEMORY
+    weighted = tt.CompileConfig(objective=tt.Objective.WEIGHTED, objective_weights={"memory": 2})
+    assert weighted.objective_weights == {"latency": 0.0, "throughput": 0.0, "memory": 2.0}
+    assert weighted.as_dict()["objective"] == "weighted"
+    assert tt.CompileConfig(**weighted.as_dict()) == weighted  # artifacts store the dict
+
+
+@pytest.mark.parametrize(
+    ("fields", "error", "match"),
+    [
+        ({"objective": "fastest"}, tt.ConfigValueError, "expected one of latency, throughput"),
+        ({"objective": 3}, tt.ConfigTypeError, "expected a tt.Objective or its name, got int"),
+        ({"objective": "weighted"}, tt.ConfigTypeError, "expected a dict"),
+        ({"objective_weights": {"latency": 1.0}}, tt.ConfigValueError, "only used with objective=Objective.WEIGHTED"),
+        ({"objective": "weighted", "objective_weights": {"speed": 1}}, tt.ConfigValueError, "expected keys among"),
+        ({"objective": "weighted", "objective_weights": {"memory": -1}}, tt.ConfigValueError, ">= 0, got -1"),
+        ({"objective": "weighted", "objective_weights": {"memory": "1"}}, tt.ConfigTypeError, "expected a number"),
+        ({"objective": "weighted", "objective_weights": {"memory": 0}}, tt.ConfigValueError, "at least one weight"),
+    ],
+)
+def test_bad_objectives_are_named(fields, error, match):
+    with pytest.raises(error, match=match):
+        tt.CompileConfig(**fields)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 
@@ -100,3 +101,58 @@ def test_the_caller_runs_a_chain_itself():
     report = _core.Executor(workers=2).run(chain(20), lambda region: threads.add(threading.get_ident()))
     assert threads == {threading.get_ident()}
     assert {record.worker for record in report.records} == {0}
+
+
+def test_transfers_and_predictions_reach_the_kernel_records_and_trace():
+    schedule = _core.Schedule(
+        [
+            _core.Instruction(
+                id=10,
+                kind=_core.InstructionKind.Transfer,
+                device="cuda:0",
+                label="copy",
+                predicted_start_us=0.0,
+                predicted_end_us=5.0,
+            ),
+            _core.Instruction(id=11, region=0, label="r0", deps=[10]),
+        ]
+    )
+    assert schedule.instructions[0].predicted_end_us == 5.0
+    assert schedule.instructions[1].predicted_start_us == -1.0
+    with pytest.raises(AttributeError):
+        schedule.instructions[0].predicted_start_us = 1.0
+
+    seen = []
+    report = _core.Executor(workers=1).run(schedule, seen.append)
+    assert seen == [10, 11], "the kernel gets the instruction id, not the region"
+    copy, compute = report.records
+    assert (copy.kind, copy.predicted_start_us, copy.predicted_end_us) == ("transfer", 0.0, 5.0)
+    assert (compute.kind, compute.predicted_start_us, compute.predicted_end_us) == ("compute", -1.0, -1.0)
+
+    events = {e["name"]: e for e in json.loads(report.chrome_trace_json())["traceEvents"] if e["ph"] == "X"}
+    assert events["copy"]["cat"] == "transfer"
+    assert events["copy"]["args"] == {"id": 10, "device": "cuda:0", "predicted_start_us": 0, "predicted_end_us": 5}
+    assert events["r0"]["args"] == {"id": 11, "device": "cpu"}
+
+
+def test_records_take_predictions_as_keywords():
+    record = _core.InstructionRecord(1, "a", "compute", "cpu", 0, 0.0, 1.0, True)
+    assert (record.predicted_start_us, record.predicted_end_us) == (-1.0, -1.0)
+    record = _core.InstructionRecord(
+        1, "a", "compute", "cpu", 0, 0.0, 1.0, True, predicted_start_us=0.5, predicted_end_us=2.0
+    )
+    assert (record.predicted_start_us, record.predicted_end_us) == (0.5, 2.0)
+
+
+@pytest.mark.parametrize(
+    ("start", "end", "match"),
+    [
+        (float("nan"), 1.0, "must be finite"),
+        (0.0, float("inf"), "must be finite"),
+        (2.0, -1.0, "both be >= 0 or both negative"),
+        (3.0, 2.0, "must not be before"),
+    ],
+)
+def test_bad_predictions_are_rejected(start, end, match):
+    with pytest.raises(tt.ScheduleError, match=f"instruction 3 .*{match}"):
+        _core.Schedule([_core.Instruction(id=3, predicted_start_us=start, predicted_end_us=end)])

@@ -6,6 +6,7 @@ namespace tt {
 const char* instruction_kind_name(InstructionKind kind) {
   switch (kind) {
     case InstructionKind::Compute: return "compute";
+    case InstructionKind::Transfer: return "transfer";
   }
   // Reachable only through a cast from an out-of-range integer (e.g. from the bindings).
   return "unknown";

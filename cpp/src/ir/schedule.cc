@@ -2,8 +2,10 @@
 #include "tt/ir/schedule.h"
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <queue>
+#include <sstream>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -47,6 +49,23 @@ namespace {
   reject(message);
 }
 
+// A prediction is both times or neither: a lone start or end, or an end before the start,
+// would draw a bar that means nothing in a trace.
+void check_prediction(const Instruction& instruction, const std::string& who) {
+  const double start = instruction.predicted_start_us;
+  const double end = instruction.predicted_end_us;
+  std::ostringstream got;
+  got << "got start " << start << " and end " << end;
+  if (!std::isfinite(start) || !std::isfinite(end)) {
+    reject(who + " predicted_start_us and predicted_end_us must be finite, " + got.str());
+  }
+  if ((start < 0) != (end < 0)) {
+    reject(who + " predicted_start_us and predicted_end_us must both be >= 0 or both negative (no prediction), " +
+           got.str());
+  }
+  if (start >= 0 && end < start) reject(who + " predicted_end_us must not be before predicted_start_us, " + got.str());
+}
+
 }  // namespace
 
 Schedule::Schedule(std::vector<Instruction> instructions)
@@ -65,6 +84,7 @@ Schedule::Schedule(std::vector<Instruction> instructions)
   for (std::size_t i = 0; i < n; ++i) {
     const Instruction& instruction = instructions_[i];
     const std::string who = "instruction " + std::to_string(instruction.id);
+    check_prediction(instruction, who);
     std::unordered_set<std::int64_t> seen;
     for (std::int64_t dep : instruction.deps) {
       if (dep == instruction.id) reject(who + " depends on itself");

@@ -7,8 +7,9 @@
 
 namespace tt {
 
-PlacementScorer::PlacementScorer(const LatencyModel& model, const Evaluator& evaluator)
-    : model_(model), evaluator_(evaluator) {}
+PlacementScorer::PlacementScorer(const LatencyModel& model, const Evaluator& evaluator,
+                                 const ObjectiveWeights& weights)
+    : model_(model), evaluator_(evaluator), weights_(weights) {}
 
 double PlacementScorer::score(const std::vector<std::int32_t>& devices, ScoreScratch& scratch) const {
   evaluations_.fetch_add(1, std::memory_order_relaxed);
@@ -16,7 +17,14 @@ double PlacementScorer::score(const std::vector<std::int32_t>& devices, ScoreScr
   Assignment& assignment = scratch.assignment;
   assignment.device = devices;
   model_.assign_residency(assignment.device, assignment.resident);
-  if (!evaluator_) return model_.latency(assignment.device, assignment.resident, scratch.latency);
+  if (!evaluator_) {
+    // The latency alone needs none of measure()'s bookkeeping; its weight (1 by default)
+    // scales every value alike.
+    if (latency_only(weights_)) {
+      return weights_.latency * model_.latency(assignment.device, assignment.resident, scratch.latency);
+    }
+    return weighted_value(weights_, model_.measure(assignment.device, assignment.resident, scratch.latency));
+  }
   // The residency rule never overfills a device; only a region placed where it cannot run
   // makes the vector infeasible, and a custom evaluator must not see such a vector.
   if (!model_.feasible(assignment.device, assignment.resident)) return kInfinity;

@@ -291,6 +291,8 @@ RunReport Executor::run(std::shared_ptr<const Schedule> schedule, Kernel kernel,
     record.label = instruction.label;
     record.kind = instruction_kind_name(instruction.kind);
     record.device = instruction.device;
+    record.predicted_start_us = instruction.predicted_start_us;
+    record.predicted_end_us = instruction.predicted_end_us;
   }
 
   std::vector<std::size_t> ready;

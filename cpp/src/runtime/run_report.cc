@@ -44,6 +44,13 @@ void append_number(std::string& out, double value) {
 
 void append_integer(std::string& out, std::int64_t value) { out += std::to_string(value); }
 
+// Records built by hand (Python's InstructionRecord) skip the schedule's validation, so
+// anything short of two usable times counts as no prediction.
+bool has_prediction(const InstructionRecord& record) {
+  return std::isfinite(record.predicted_start_us) && std::isfinite(record.predicted_end_us) &&
+         record.predicted_start_us >= 0 && record.predicted_end_us >= 0;
+}
+
 }  // namespace
 
 std::string chrome_trace_json(const RunReport& report) {
@@ -85,6 +92,12 @@ std::string chrome_trace_json(const RunReport& report) {
     append_integer(out, record.id);
     out += ",\"device\":";
     append_string(out, record.device);
+    if (has_prediction(record)) {
+      out += ",\"predicted_start_us\":";
+      append_number(out, record.predicted_start_us);
+      out += ",\"predicted_end_us\":";
+      append_number(out, record.predicted_end_us);
+    }
     out += "}}";
   }
 

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -92,6 +93,43 @@ TEST(ScheduleTest, RejectsThreeCycleBehindValidPrefix) {
   const std::string message =
       rejection({make(0), make(1, {0, 3}), make(2, {1}), make(3, {2}), make(4, {3})});
   EXPECT_EQ(message, "schedule: dependency cycle 1 -> 2 -> 3 -> 1");
+}
+
+Instruction predicted(std::int64_t id, double start_us, double end_us) {
+  Instruction instruction = make(id);
+  instruction.predicted_start_us = start_us;
+  instruction.predicted_end_us = end_us;
+  return instruction;
+}
+
+TEST(ScheduleTest, AcceptsPredictionsAndTheirAbsence) {
+  Instruction transfer = predicted(2, 1.0, 1.0);  // zero length is a prediction too
+  transfer.kind = InstructionKind::Transfer;
+  const Schedule schedule({predicted(1, 0.0, 2.5), transfer, make(3), predicted(4, -3.0, -7.0)});
+  EXPECT_EQ(schedule.instructions()[0].predicted_end_us, 2.5);
+  EXPECT_EQ(schedule.instructions()[1].kind, InstructionKind::Transfer);
+  EXPECT_EQ(schedule.instructions()[2].predicted_start_us, -1.0);  // none by default
+  EXPECT_STREQ(instruction_kind_name(InstructionKind::Transfer), "transfer");
+  EXPECT_EQ(static_cast<std::int32_t>(InstructionKind::Transfer), 1);
+}
+
+TEST(ScheduleTest, RejectsMalformedPredictions) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  EXPECT_EQ(rejection({make(1), predicted(5, nan, 1.0)}),
+            "schedule: instruction 5 predicted_start_us and predicted_end_us must be finite, got start nan and end 1");
+  EXPECT_NE(rejection({predicted(6, 0.0, inf)}).find("instruction 6 predicted_start_us and predicted_end_us must be "
+                                                     "finite"),
+            std::string::npos);
+  EXPECT_NE(rejection({predicted(7, -1.0, inf)}).find("instruction 7"), std::string::npos);
+  EXPECT_EQ(rejection({predicted(8, 2.0, -1.0)}),
+            "schedule: instruction 8 predicted_start_us and predicted_end_us must both be >= 0 or both negative "
+            "(no prediction), got start 2 and end -1");
+  EXPECT_NE(rejection({predicted(9, -1.0, 2.0)}).find("instruction 9 predicted_start_us and predicted_end_us must "
+                                                      "both be >= 0"),
+            std::string::npos);
+  EXPECT_EQ(rejection({predicted(10, 3.0, 2.5)}),
+            "schedule: instruction 10 predicted_end_us must not be before predicted_start_us, got start 3 and end 2.5");
 }
 
 }  // namespace

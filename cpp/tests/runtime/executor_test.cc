@@ -46,6 +46,27 @@ TEST(ExecutorTest, DiamondRespectsDependencies) {
   EXPECT_LE(report.records[0].end_us, report.records[3].start_us);
 }
 
+TEST(ExecutorTest, RecordsCarryKindAndPredictionOfTheirInstruction) {
+  Instruction transfer = node(0);
+  transfer.kind = InstructionKind::Transfer;
+  transfer.region = -1;  // a transfer serves no region
+  transfer.predicted_start_us = 0.0;
+  transfer.predicted_end_us = 12.5;
+  const auto schedule = std::make_shared<const Schedule>(std::vector<Instruction>{transfer, node(1, {0})});
+  Executor executor({.workers = 1});
+  std::vector<InstructionKind> kinds;
+  const RunReport report =
+      executor.run(schedule, [&](const Instruction& instruction) { kinds.push_back(instruction.kind); }, {});
+  EXPECT_EQ(kinds, (std::vector<InstructionKind>{InstructionKind::Transfer, InstructionKind::Compute}));
+  ASSERT_EQ(report.records.size(), 2u);
+  EXPECT_EQ(report.records[0].kind, "transfer");
+  EXPECT_EQ(report.records[0].predicted_start_us, 0.0);
+  EXPECT_EQ(report.records[0].predicted_end_us, 12.5);
+  EXPECT_EQ(report.records[1].kind, "compute");
+  EXPECT_EQ(report.records[1].predicted_start_us, -1.0);
+  EXPECT_EQ(report.records[1].predicted_end_us, -1.0);
+}
+
 TEST(ExecutorTest, RandomDagRespectsDependencies) {
   Executor executor({.workers = 4});
   for (unsigned seed = 1; seed <= 5; ++seed) {

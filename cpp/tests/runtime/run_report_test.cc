@@ -1,4 +1,4 @@
-// Tests of chrome_trace_json: event layout, skipped instructions, and string escaping.
+// Tests of chrome_trace_json: event layout, skipped instructions, predictions, and string escaping.
 #include "tt/runtime/run_report.h"
 
 #include <gtest/gtest.h>
@@ -32,6 +32,26 @@ TEST(ChromeTraceTest, OneRowPerWorkerAndOneEventPerInstructionThatRan) {
       R"("args":{"id":1,"device":"cuda:0"}},)"
       R"({"name":"instruction 7","cat":"compute","ph":"X","ts":0,"dur":2.25,"pid":1,"tid":0,)"
       R"("args":{"id":7,"device":"cpu"}})"
+      R"(],"displayTimeUnit":"ms"})";
+  EXPECT_EQ(chrome_trace_json(report), expected);
+}
+
+TEST(ChromeTraceTest, PredictionsJoinTheArgsOfEventsThatHaveThem) {
+  RunReport report;
+  InstructionRecord transfer = ran(3, "copy", "cuda:0", 0, 1.0, 2.0);
+  transfer.kind = "transfer";
+  transfer.predicted_start_us = 0.5;
+  transfer.predicted_end_us = 1.75;
+  InstructionRecord lone = ran(4, "lone", "cpu", 0, 2.0, 3.0);
+  lone.predicted_start_us = 2.0;  // no end: not a prediction, so left out
+  report.records = {transfer, lone};
+  const std::string expected =
+      R"({"traceEvents":[)"
+      R"({"name":"thread_name","ph":"M","pid":1,"tid":0,"args":{"name":"caller"}},)"
+      R"({"name":"copy","cat":"transfer","ph":"X","ts":1,"dur":1,"pid":1,"tid":0,)"
+      R"("args":{"id":3,"device":"cuda:0","predicted_start_us":0.5,"predicted_end_us":1.75}},)"
+      R"({"name":"lone","cat":"compute","ph":"X","ts":2,"dur":1,"pid":1,"tid":0,)"
+      R"("args":{"id":4,"device":"cpu"}})"
       R"(],"displayTimeUnit":"ms"})";
   EXPECT_EQ(chrome_trace_json(report), expected);
 }

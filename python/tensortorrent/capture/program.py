@@ -136,3 +136,10 @@ def _bound_value(exported: torch.export.ExportedProgram, spec) -> tuple[str, tor
     if spec.kind == InputKind.CONSTANT_TENSOR:
         return "constant", exported.constants[spec.target]
     raise UnsupportedError(f"exported input '{spec.arg.name}' of kind {spec.kind.name} is not supported")
+
+
+def value_bytes(node: fx.Node) -> int:
+    """Bytes of the tensor(s) a graph node produces, from the metadata export recorded."""
+    values = node.meta.get("val")
+    values = values if isinstance(values, (tuple, list)) else [values]
+    return sum(v.numel() * v.element_size() for v in values if isinstance(v, torch.Tensor))

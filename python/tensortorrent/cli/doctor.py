@@ -16,7 +16,7 @@ from ..hardware import discover_devices, hardware_fingerprint, resolve_budgets
 from ..hardware.budgets import DEFAULT_SPILL_DIR
 from ..hardware.devices import absent_kinds, measure_host_to_device_bandwidth
 from ..hardware.host import probe
-from ..observe.explain import format_bytes
+from ..observe.units import format_bytes
 from ..version import __version__
 
 BANDWIDTH_PROBE_BYTES = 64 << 20

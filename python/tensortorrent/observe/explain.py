@@ -2,23 +2,17 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from ..capture.program import NormalizedProgram
 from ..config import CompileConfig
+from ..objective import PlanMeasures
 from ..partition import Region
 from ..planning import ExecutionPlan
 from ..planning.costs import RegionCost
-
-
-def format_bytes(count: int) -> str:
-    """1536 -> '1.5 KiB'."""
-    value = float(count)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if value < 1024 or unit == "GiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    raise AssertionError("unreachable")
+from ..planning.placement import Placement
+from .units import format_bytes
 
 
 def explain(
@@ -33,6 +27,7 @@ def explain(
 ) -> str:
     """A readable report of what compile decided and why; `origin` says where it came from."""
     tied = sum(1 for b in program.bound if len(b.names) > 1)
+    placement = plan.placement
     lines = [
         f"TensorTorrent plan for {model_name}",
         *([f"  {origin}"] if origin else []),
@@ -42,32 +37,130 @@ def explain(
         + (f", {tied} tied" if tied else "")
         + ")",
         "  config: " + ", ".join(f"{k}={v}" for k, v in config.as_dict().items()),
-        "",
-        "Regions",
-        f"  {'region':<24} {'ops':>5} {'params':>11} {'MFLOP':>9} {'cpu ms':>8} {'device':<7} "
-        f"{'depends on':<12} modules",
     ]
-    for region, device, cost in zip(regions, plan.devices, costs):
-        deps = ", ".join(f"r{d}" for d in region.deps) or "-"
-        measured = "-" if cost.cpu_seconds is None else f"{cost.cpu_seconds * 1e3:.3f}"
-        lines.append(
-            f"  {region.name:<24} {len(region.nodes):>5} {format_bytes(region.parameter_bytes):>11} "
-            f"{cost.flops / 1e6:>9.2f} {measured:>8} {device:<7} {deps:<12} {region.span}"
-        )
-    if costs and all(cost.cpu_seconds is not None for cost in costs):
-        total = sum(cost.cpu_seconds for cost in costs) * 1e3
-        lines.append(f"  measured at compile: {total:.3f} ms for all regions one after another on the cpu")
-    lines += ["", "Schedule"]
-    if plan.direct:
-        lines.append("  (not used: the direct path calls the region inline)")
-    for position in plan.schedule.topological_order:
-        instruction = plan.schedule.instructions[position]
-        deps = ", ".join(str(d) for d in instruction.deps) or "-"
-        lines.append(f"  {instruction.id:>4}  compute {instruction.label:<24} on {instruction.device}  after {deps}")
-    concurrency = f"up to {plan.max_concurrent} region(s) at once (the calling thread and a worker pool)"
+    if placement is not None:
+        lines += _machine_lines(placement)
+    lines += ["", "Regions", *_region_lines(regions, plan, costs)]
+    if placement is not None:
+        lines += ["", *_finalist_lines(placement)]
+    lines += ["", "Schedule", *_schedule_lines(plan)]
+    concurrency = f"up to {plan.max_concurrent} instruction(s) at once (the calling thread and a worker pool)"
     lines += [
         "",
         f"Execution: {concurrency}; stall timeout {plan.stall_timeout_s:g} s",
         f"Direct path: {plan.direct_reason}",
     ]
     return "\n".join(lines)
+
+
+def _machine_lines(placement: Placement) -> list[str]:
+    lines = [f"  objective: {placement.objective.describe()}", "  devices:"]
+    for device in placement.machine.devices:
+        spec = device.virtual
+        if spec is None:
+            lines.append(
+                f"    cpu: computes in host RAM ({format_bytes(placement.machine.ram_bytes)} budget); times measured"
+            )
+        else:
+            lines.append(
+                f"    {device.name}: virtual, {format_bytes(spec.memory_bytes)}, {spec.flops / 1e9:g} GFLOP/s, "
+                f"link {spec.link_bandwidth / 1e9:g} GB/s each way + {spec.link_latency_s * 1e6:g} us"
+            )
+    return lines
+
+
+def _region_lines(regions: Sequence[Region], plan: ExecutionPlan, costs: Sequence[RegionCost]) -> list[str]:
+    placement = plan.placement
+    several = placement is not None and len(placement.machine.devices) > 1
+    names = [d.name for d in placement.machine.devices] if several else []
+    header = (
+        f"  {'region':<24} {'ops':>5} {'params':>11} {'MFLOP':>9} {'cpu ms':>8} {'device':<8} "
+        f"{'params live':<18} {'depends on':<12} "
+    )
+    header += ("predicted ms on " + " | ".join(names)) if several else "modules"
+    lines = [header]
+    for region, device, cost in zip(regions, plan.devices, costs):
+        deps = ", ".join(f"r{d}" for d in region.deps) or "-"
+        measured = "-" if cost.cpu_seconds is None else f"{cost.cpu_seconds * 1e3:.3f}"
+        tail = region.span
+        if several:
+            tail = " | ".join(
+                "cannot run (memory)" if math.isinf(s) else f"{s * 1e3:.3f}" for s in placement.compute_s[region.index]
+            )
+        lines.append(
+            f"  {region.name:<24} {len(region.nodes):>5} {format_bytes(region.parameter_bytes):>11} "
+            f"{cost.flops / 1e6:>9.2f} {measured:>8} {device:<8} {_params_tier(plan, region.index):<18} "
+            f"{deps:<12} {tail}"
+        )
+    if costs and all(cost.cpu_seconds is not None for cost in costs):
+        total = sum(cost.cpu_seconds for cost in costs) * 1e3
+        lines.append(f"  measured at compile: {total:.3f} ms for all regions one after another on the cpu")
+    if several:
+        lines.append(
+            "  (each region's device is the search's choice among these times, the transfers they imply and memory)"
+        )
+    return lines
+
+
+def _params_tier(plan: ExecutionPlan, region: int) -> str:
+    """Where a region's parameter group lives."""
+    if plan.placement is None or plan.devices[region] == "cpu":
+        return "ram"
+    chosen = plan.placement.chosen
+    return f"resident on {plan.devices[region]}" if chosen.resident[region] else "ram, streamed/call"
+
+
+def _finalist_lines(placement: Placement) -> list[str]:
+    machine, chosen = placement.machine, placement.chosen
+    capacities = machine.tier_capacities()
+    peaks = ", ".join(
+        f"{name} {format_bytes(peak)} of {format_bytes(capacity)}"
+        for name, peak, capacity in zip(machine.tier_names, chosen.simulated.peak_bytes, capacities)
+    )
+    lines = [
+        "Prediction (simulated on the lowered schedule)",
+        f"  {_measures_text(chosen.measures)} per call",
+        f"  peak memory: {peaks}",
+    ]
+    if not placement.searched:
+        lines.append("  one device: no search needed")
+        return lines
+    lines.append("Finalists (the search's best, ranked by the simulator under the objective)")
+    for rank, candidate in enumerate(placement.finalists):
+        counts = {}
+        for device in candidate.devices:
+            name = machine.devices[device].name
+            counts[name] = counts.get(name, 0) + 1
+        where = ", ".join(f"{name} x{count}" for name, count in counts.items())
+        resident = sum(candidate.resident[r] for r, d in enumerate(candidate.devices) if machine.devices[d].virtual)
+        fits = "over capacity on " + ", ".join(candidate.over_capacity) if candidate.over_capacity else "fits"
+        lines.append(
+            f"  {'*' if rank == 0 else ' '}{rank + 1}. {where}; {resident} region(s) resident on devices; "
+            f"{_measures_text(candidate.measures)}; value {candidate.value:.6g}; {fits}"
+        )
+    return lines
+
+
+def _measures_text(measures: PlanMeasures) -> str:
+    return (
+        f"makespan {measures.latency_s * 1e3:.3f} ms, busiest resource {measures.bottleneck_s * 1e3:.3f} ms, "
+        f"moved {format_bytes(measures.traffic_bytes)}"
+    )
+
+
+def _schedule_lines(plan: ExecutionPlan) -> list[str]:
+    lines = ["  (not used: the direct path calls the region inline)"] if plan.direct else []
+    for position in plan.schedule.topological_order:
+        instruction = plan.schedule.instructions[position]
+        deps = ", ".join(str(d) for d in instruction.deps) or "-"
+        kind = str(instruction.kind.name).lower()
+        predicted = ""
+        if instruction.predicted_end_us >= 0:
+            predicted = (
+                f"  predicted {instruction.predicted_start_us / 1e3:.3f}-{instruction.predicted_end_us / 1e3:.3f} ms"
+            )
+        lines.append(
+            f"  {instruction.id:>4}  {kind:<8} {instruction.label:<28} on {instruction.device:<10} "
+            f"after {deps}{predicted}"
+        )
+    return lines

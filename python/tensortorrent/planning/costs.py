@@ -17,6 +17,7 @@ from typing import Any
 import torch
 from torch import fx
 
+from ..capture.program import value_bytes
 from ..partition import Region
 
 aten = torch.ops.aten
@@ -57,18 +58,12 @@ def node_flops(node: fx.Node) -> int:
     return _numel(out) if isinstance(value, torch.Tensor) else 0
 
 
-def _nbytes(node: fx.Node) -> int:
-    values = node.meta.get("val")
-    values = values if isinstance(values, (tuple, list)) else [values]
-    return sum(v.numel() * v.element_size() for v in values if isinstance(v, torch.Tensor))
-
-
 def region_costs(regions: Sequence[Region], cpu_seconds: Sequence[float] | None = None) -> list[RegionCost]:
     """Each region's FLOPs and output bytes, with its measured CPU seconds when given."""
     return [
         RegionCost(
             flops=sum(node_flops(node) for node in region.nodes),
-            output_bytes=sum(_nbytes(node) for node in region.out_nodes),
+            output_bytes=sum(value_bytes(node) for node in region.out_nodes),
             cpu_seconds=cpu_seconds[region.index] if cpu_seconds is not None else None,
         )
         for region in regions

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from .. import _core
 from ..config import CompileConfig, env_flag
 from ..partition.regions import Region
+from .placement import Placement
 
 
 @dataclass(frozen=True)
@@ -25,6 +26,12 @@ class ExecutionPlan:
     direct_reason: str
     max_concurrent: int
     stall_timeout_s: float
+    placement: Placement | None = None  # the search, finalists and predictions (None: replayed plan)
+
+    @property
+    def tiered(self) -> bool:
+        """True when regions run on virtual devices, through transfers between memory tiers."""
+        return self.placement is not None and not self.placement.machine.is_cpu_only
 
 
 def usable_cores() -> int:
@@ -35,35 +42,50 @@ def usable_cores() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def build_plan(regions: list[Region], config: CompileConfig, cpus: int | None = None) -> ExecutionPlan:
-    """Places every region on the CPU (the only device so far) and schedules them; `cpus`
-    is the CPU budget (default: the cores this process may run on)."""
-    devices = tuple("cpu" for _ in regions)
-    instructions = [
-        _core.Instruction(
-            id=region.index,
-            kind=_core.InstructionKind.Compute,
-            region=region.index,
-            device=device,
-            label=region.name,
-            deps=region.deps,
-        )
-        for region, device in zip(regions, devices)
-    ]
-    direct, reason = decide_direct_path(len(regions), config)
+def build_plan(
+    regions: list[Region], config: CompileConfig, cpus: int | None = None, placement: Placement | None = None
+) -> ExecutionPlan:
+    """The executable plan of `placement` (default: every region on the CPU, its weights in
+    RAM); `cpus` is the CPU budget (default: the cores this process may run on)."""
+    cores = cpus or usable_cores()
+    if placement is None:
+        devices = tuple("cpu" for _ in regions)
+        instructions = [
+            _core.Instruction(
+                id=region.index,
+                kind=_core.InstructionKind.Compute,
+                region=region.index,
+                device="cpu",
+                label=region.name,
+                deps=region.deps,
+            )
+            for region in regions
+        ]
+        queues = 0
+    else:
+        chosen = placement.chosen
+        devices = tuple(placement.machine.devices[d].name for d in chosen.devices)
+        instructions = chosen.lowered.instructions(chosen.simulated)
+        # Each virtual device and link is a queue whose steps mostly wait: give each a thread.
+        queues = len({(s.kind, s.resource) for s in chosen.lowered.steps if s.declared_s > 0})
+    single_cpu_region = len(regions) == 1 and devices == ("cpu",)
+    direct, reason = decide_direct_path(len(regions), config, single_cpu_region)
     return ExecutionPlan(
         schedule=_core.Schedule(instructions),
         devices=devices,
         direct=direct,
         direct_reason=reason,
-        max_concurrent=config.max_concurrent_regions or cpus or usable_cores(),
+        max_concurrent=config.max_concurrent_regions or cores + queues,
         stall_timeout_s=float(config.stall_timeout_s),
+        placement=placement,
     )
 
 
-def decide_direct_path(region_count: int, config: CompileConfig) -> tuple[bool, str]:
+def decide_direct_path(region_count: int, config: CompileConfig, on_cpu: bool = True) -> tuple[bool, str]:
     """Whether calls skip the executor, and why. TT_DIRECT_PATH=0/1 overrides the config."""
     forced = env_flag("TT_DIRECT_PATH")
+    if not on_cpu:
+        return False, "not taken: the region runs on a virtual device, through transfers"
     if region_count > 1:
         note = " (TT_DIRECT_PATH=1 applies only to a single resident region)" if forced else ""
         return False, f"not taken: {region_count} regions run through the executor by dependency order{note}"

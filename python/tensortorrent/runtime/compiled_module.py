@@ -21,6 +21,7 @@ from ..partition import Region
 from ..planning import ExecutionPlan
 from ..planning.costs import RegionCost, measure_cpu_seconds, region_costs
 from .program_runner import ProgramRunner, detach_outputs
+from .tiered_runner import TieredProgram
 
 
 class CompiledModule(nn.Module):
@@ -44,11 +45,13 @@ class CompiledModule(nn.Module):
         config: CompileConfig,
         origin: str = "",
         cpu_seconds: list[float] | None = None,
+        runner: ProgramRunner | None = None,
     ) -> None:
         """`model` holds the weights (the program's bound tensors, in place); when
         `runs_model_forward`, its own forward is the export-free direct path. `origin`
         is a line for explain() saying where the plan came from (a loaded artifact);
-        `cpu_seconds` are measured region times, if known (see profile())."""
+        `cpu_seconds` are measured region times, if known (see profile()); `runner` the
+        program's kernels, if already built."""
         super().__init__()
         self.model = model
         self._runs_model_forward = runs_model_forward
@@ -58,7 +61,13 @@ class CompiledModule(nn.Module):
         self._regions = regions
         self._plan = plan
         self._config = config
-        self._runner = ProgramRunner(program, regions)
+        self._runner = runner or ProgramRunner(program, regions)
+        self._tiered = None
+        if plan.tiered:
+            machine = plan.placement.machine
+            self._tiered = TieredProgram(
+                self._runner, plan.placement.chosen.lowered, machine.tier_names, machine.tier_capacities()
+            )
         self._origin = origin
         self._costs = region_costs(regions, cpu_seconds)
         self._cancel = _core.CancelToken()
@@ -69,23 +78,39 @@ class CompiledModule(nn.Module):
         # A plain list, not an attribute: nn.Module.__setattr__ costs microseconds per call.
         # It holds a RunReport, or the duration of a direct-path call in microseconds.
         self._last_report: list[_core.RunReport | float] = []
+        self._last_peaks: dict[str, int] = {}
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         flat = self._signature.flatten(args, kwargs)
         if self._plan.direct:
             return self._call_direct(flat, args, kwargs)
+        if self._tiered is not None:
+            return self._call_tiered(flat)
         call = self._runner.new_call(flat)
+        self._set_report(self._run(call.run_region_on_worker))
+        return call.finish()
+
+    def _run(self, kernel) -> _core.RunReport:
         plan = self._plan
         with torch.no_grad():  # the caller's thread runs regions too
-            report = self._executor.run(
+            return self._executor.run(
                 plan.schedule,
-                call.run_region_on_worker,
+                kernel,
                 max_concurrent=plan.max_concurrent,
                 stall_timeout_s=plan.stall_timeout_s,
                 cancel=self._cancel,
             )
-        self._set_report(report)
-        return call.finish()
+
+    def _call_tiered(self, flat: list[Any]) -> Any:
+        # One call at a time: the plan gives each device's memory to a single call.
+        with self._tiered.call_lock:
+            call = self._tiered.new_call(flat)
+            try:
+                self._set_report(self._run(call.run_step))
+                return call.finish()
+            finally:
+                call.abandon()
+                self._last_peaks = self._tiered.peaks()
 
     def _call_direct(self, flat: list[Any], args: tuple, kwargs: dict) -> Any:
         if self._cancel.consume():
@@ -135,6 +160,17 @@ class CompiledModule(nn.Module):
         with self._report_lock:
             last = self._last_report[0] if self._last_report else None
         return self._direct_report(last) if isinstance(last, float) else last
+
+    @property
+    def region_devices(self) -> list[str]:
+        """The device each region computes on, in region order."""
+        return list(self._plan.devices)
+
+    @property
+    def last_peak_bytes(self) -> dict[str, int]:
+        """Per virtual device, the most bytes its memory held during the last call (resident
+        parameters included); empty for plans on the CPU alone."""
+        return dict(self._last_peaks)
 
     @property
     def uses_direct_path(self) -> bool:

@@ -11,7 +11,7 @@ import torch
 import torch.utils._pytree as pytree
 from torch import fx
 
-from ..capture.program import NormalizedProgram
+from ..capture.program import NormalizedProgram, value_bytes
 from ..partition import Region, build_region_module
 
 
@@ -34,6 +34,10 @@ class ProgramRunner:
             for node in region.out_nodes:
                 slot_of[node] = len(slot_of)
         self.slot_count = len(slot_of)
+        self.bound_count = len(program.bound)
+        self.slot_bytes = [0] * self.slot_count  # planned size of each value, from export's metadata
+        for node, slot in slot_of.items():
+            self.slot_bytes[slot] = value_bytes(node)
         self._bound_values = [b.tensor for b in program.bound]
 
         kept = {ref.node for ref in program.outputs if ref.node is not None}
@@ -55,6 +59,7 @@ class ProgramRunner:
             )
         self.outputs = [(slot_of[r.node], None) if r.node is not None else (None, r.constant) for r in program.outputs]
         self.mutations = [(slot_of[node], buffer) for node, buffer in program.buffer_mutations]
+        self.kept_slots = frozenset(slot_of[node] for node in kept)
         self.out_spec = program.out_spec
 
     def new_call(self, flat_inputs: list[Any]) -> CallState:

@@ -15,8 +15,10 @@ class Schedule {
  public:
   // Validates and indexes `instructions`. Throws Error(InvalidArgument) naming the
   // offending id when ids repeat, a dependency names an unknown id, an instruction
-  // depends on itself or twice on the same id, or the dependencies form a cycle (the
-  // message lists the ids on the cycle). An empty schedule is valid.
+  // depends on itself or twice on the same id, the dependencies form a cycle (the message
+  // lists the ids on the cycle), or a prediction is malformed: NaN or infinite, only one of
+  // predicted_start_us and predicted_end_us negative, or the end before the start. An empty
+  // schedule is valid.
   explicit Schedule(std::vector<Instruction> instructions);
 
   // Instructions in the order given.

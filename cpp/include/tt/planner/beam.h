@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "tt/planner/objective.h"
 #include "tt/planner/placement_cost.h"
 
 namespace tt {
@@ -18,7 +19,13 @@ namespace tt {
 // (the final residency rule needs the whole placement; this is its running estimate).
 // Regions never go where they cannot run. Returns up to `beam_width` complete device
 // vectors, best score first; a region that can run nowhere yields none.
-// Costs O(regions * devices * beam_width * (deps + devices)) plus copying kept prefixes.
-std::vector<std::vector<std::int32_t>> beam_placements(const LatencyModel& model, std::int32_t beam_width);
+// With `weights` other than the latency alone (which keep the score above), a partial
+// placement is scored by the weighted sum of that makespan bound and lower bounds on the
+// bottleneck and the traffic of any completion (see beam.cc); the ties stay as above.
+// `weights` must pass check_weights.
+// Costs O(regions * devices * beam_width * (deps + devices)) plus copying kept prefixes;
+// other weights add, per candidate, the readers of each dependency.
+std::vector<std::vector<std::int32_t>> beam_placements(const LatencyModel& model, std::int32_t beam_width,
+                                                       const ObjectiveWeights& weights = {});
 
 }  // namespace tt

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "tt/planner/objective.h"
 #include "tt/planner/placement_cost.h"
 
 namespace tt {
@@ -15,13 +16,15 @@ struct ScoreScratch {
   LatencyScratch latency;
 };
 
-// Values device vectors: residency by the rule, then the evaluator (the model's latency when
-// the evaluator is empty). Infeasible vectors and non-finite evaluator values are +inf, so every value orders.
+// Values device vectors: residency by the rule, then the evaluator (when it is empty, the
+// weighted value of the model's measures: its latency with the default weights). Infeasible
+// vectors and non-finite evaluator values are +inf, so every value orders.
 // Thread-safe when the evaluator is; keeps references to `model` and `evaluator`.
 class PlacementScorer {
  public:
-  // `evaluator` may be empty: the model's list-schedule latency is used then.
-  PlacementScorer(const LatencyModel& model, const Evaluator& evaluator);
+  // `evaluator` may be empty: weighted_value(weights, the model's measures) is used then.
+  // `weights` must pass check_weights; they are ignored when there is an evaluator.
+  PlacementScorer(const LatencyModel& model, const Evaluator& evaluator, const ObjectiveWeights& weights = {});
 
   // The value of `devices` (one in-range device per region); counts one evaluation.
   // Propagates whatever the evaluator throws.
@@ -36,6 +39,7 @@ class PlacementScorer {
  private:
   const LatencyModel& model_;
   const Evaluator& evaluator_;
+  const ObjectiveWeights weights_;
   mutable std::atomic<std::int64_t> evaluations_{0};
 };
 

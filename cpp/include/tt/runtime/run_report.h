@@ -17,6 +17,9 @@ struct InstructionRecord {
   double start_us = 0.0;        // microseconds since the run started
   double end_us = 0.0;
   bool ran = false;             // false when skipped after an error or cancellation
+  // The instruction's predicted times, copied from it; both negative when it had none.
+  double predicted_start_us = -1.0;
+  double predicted_end_us = -1.0;
 };
 
 // A plain value, returned by Executor::run and kept by the Python side as last_report.
@@ -28,6 +31,9 @@ struct RunReport {
 
 // Chrome trace-event JSON ("traceEvents" with complete "X" events, one thread row per
 // thread: "caller" or "worker N") that chrome://tracing and Perfetto open. Skipped instructions are left out.
+// Each event's "cat" is the kind; its "args" hold the id, the device and, when both are
+// finite and >= 0, predicted_start_us and predicted_end_us, so a viewer can set the
+// prediction beside the measured bar.
 std::string chrome_trace_json(const RunReport& report);
 
 }  // namespace tt

@@ -1,0 +1,124 @@
+"""The machine a plan runs on: the devices regions may use, the memory tiers and the links.
+
+Tier 0 is host RAM, where the CPU computes and where the model's weights and the call's
+inputs start; every virtual device adds its own memory tier, joined to RAM by two links
+(host to device, device to host). Two devices exchange values through RAM.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from .. import _core
+from ..errors import InvalidArgumentError, UnsupportedError
+from ..hardware.virtual import VirtualDevice
+
+log = logging.getLogger(__name__)
+
+RAM = 0  # tier index of host RAM
+HOST_MEMORY_BYTES_PER_S = 20e9  # only for the CPU's row in the simulator; its times are measured
+
+
+@dataclass(frozen=True)
+class PlanDevice:
+    """A device regions may compute on: the CPU (virtual is None) or a declared device."""
+
+    name: str
+    virtual: VirtualDevice | None
+    tier: int
+
+    def compute_seconds(self, cpu_seconds: float, flops: float, bytes_touched: float) -> float:
+        """A region's time here: measured on the CPU; a virtual device is never faster than the
+        CPU that really runs it, and otherwise takes as long as its declared speed says."""
+        if self.virtual is None:
+            return cpu_seconds
+        return max(cpu_seconds, self.virtual.compute_seconds(flops, bytes_touched))
+
+
+@dataclass(frozen=True)
+class PlanMachine:
+    devices: tuple[PlanDevice, ...]
+    ram_bytes: int
+
+    @property
+    def is_cpu_only(self) -> bool:
+        return all(d.virtual is None for d in self.devices)
+
+    @property
+    def tier_names(self) -> list[str]:
+        return ["ram"] + [d.name for d in self.devices if d.virtual is not None]
+
+    def tier_capacities(self) -> list[int]:
+        return [self.ram_bytes] + [d.virtual.memory_bytes for d in self.devices if d.virtual is not None]
+
+    def device_on_tier(self, tier: int) -> PlanDevice:
+        return next(d for d in self.devices if d.virtual is not None and d.tier == tier)
+
+    def link(self, from_tier: int, to_tier: int) -> int:
+        """Index of the link between RAM and a device tier: 2k is host-to-device, 2k+1 back."""
+        if (from_tier == RAM) == (to_tier == RAM):
+            raise AssertionError(f"no direct link from tier {from_tier} to tier {to_tier}")
+        device_tier = to_tier if from_tier == RAM else from_tier
+        return 2 * (device_tier - 1) + (0 if from_tier == RAM else 1)
+
+    def link_names(self) -> list[str]:
+        return [f"{d.name}.{way}" for d in self.devices if d.virtual is not None for way in ("h2d", "d2h")]
+
+    def link_seconds(self, link: int, nbytes: int) -> float:
+        return self.device_on_tier(link // 2 + 1).virtual.transfer_seconds(nbytes)
+
+    def slowest_link_bytes_per_s(self) -> float:
+        rates = [d.virtual.link_bandwidth for d in self.devices if d.virtual is not None]
+        return min(rates) if rates else 0.0
+
+    def core_model(self, cpu_flops_per_s: float) -> _core.MachineModel:
+        """The simulator's view; device i is devices[i], tiers and links as above."""
+        tiers = [_core.TierModel(name, capacity) for name, capacity in zip(self.tier_names, self.tier_capacities())]
+        devices = []
+        for device in self.devices:
+            spec = device.virtual
+            flops = spec.flops if spec else cpu_flops_per_s
+            bandwidth = (spec.memory_bandwidth or 1e18) if spec else HOST_MEMORY_BYTES_PER_S
+            devices.append(_core.DeviceModel(device.name, max(flops, 1.0), bandwidth, device.tier))
+        links = []
+        for name, index in zip(self.link_names(), range(len(self.link_names()))):
+            spec = self.device_on_tier(index // 2 + 1).virtual
+            ends = (RAM, index // 2 + 1) if index % 2 == 0 else (index // 2 + 1, RAM)
+            links.append(_core.LinkModel(name, *ends, spec.link_bandwidth, spec.link_latency_s))
+        return _core.MachineModel(tiers, devices, links)
+
+
+def resolve_machine(devices: object, machine: tuple[VirtualDevice, ...], ram_bytes: int) -> PlanMachine:
+    """The devices named by tt.compile's `devices` ('auto' means the CPU: virtual devices
+    run only when named), with the declared virtual devices they refer to."""
+    declared = {d.name: d for d in machine}
+    requested = [devices] if isinstance(devices, str) else devices
+    if not isinstance(requested, (list, tuple)) or not requested or not all(isinstance(d, str) for d in requested):
+        raise InvalidArgumentError(
+            f"tt.compile: devices: expected 'auto', 'cpu', a declared virtual device's name or a "
+            f"non-empty list of them, got {devices!r}"
+        )
+    if list(requested) == ["auto"]:
+        if declared:
+            log.info("devices='auto' uses the cpu; name virtual devices in `devices` to plan on them")
+        requested = ["cpu"]
+    repeated = sorted({d for d in requested if requested.count(d) > 1})
+    if repeated:
+        raise InvalidArgumentError(f"tt.compile: devices: each device once, got {repeated} more than once")
+    chosen: list[PlanDevice] = []
+    for name in requested:
+        if name == "cpu":
+            chosen.append(PlanDevice("cpu", None, RAM))
+        elif name in declared:
+            chosen.append(PlanDevice(name, declared[name], 1 + sum(d.virtual is not None for d in chosen)))
+        elif name == "auto":
+            raise InvalidArgumentError("tt.compile: devices: 'auto' cannot be combined with device names")
+        elif name.startswith(("cuda", "xpu", "mps")):
+            raise UnsupportedError(
+                f"tt.compile: devices: this version computes on 'cpu' and virtual devices, got {name!r}"
+            )
+        else:
+            known = ", ".join(["'cpu'"] + [repr(n) for n in declared])
+            raise InvalidArgumentError(f"tt.compile: devices: unknown device {name!r}; known: {known}")
+    return PlanMachine(tuple(chosen), ram_bytes)

@@ -1,0 +1,216 @@
+"""Placement: which device each region computes on and which parameters stay resident.
+
+The native search proposes finalists on its fast list-schedule estimate; each finalist is
+lowered to the steps it would really run and simulated (link contention, prefetch
+overlap, memory over time), and the simulator's figures rank them under the objective.
+A finalist whose simulated memory overflows a tier is never chosen.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .. import _core
+from ..errors import PlanningError
+from ..objective import ObjectiveFunction, PlanMeasures
+from ..observe.units import format_bytes
+from ..partition import Region
+from .costs import RegionCost
+from .lowering import LoweredPlan, lower
+from .machine import RAM, PlanMachine
+
+UNLIMITED_BYTES = 1 << 62  # the CPU's residency room: its weights are in RAM already
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One placement, lowered and simulated."""
+
+    devices: tuple[int, ...]
+    resident: tuple[bool, ...]
+    lowered: LoweredPlan
+    simulated: _core.SimResult
+    measures: PlanMeasures
+    value: float
+    over_capacity: tuple[str, ...]  # tiers whose simulated peak exceeds their capacity
+
+
+@dataclass(frozen=True)
+class Placement:
+    machine: PlanMachine
+    objective: ObjectiveFunction
+    compute_s: tuple[tuple[float, ...], ...]  # [region][device] predicted seconds; inf = cannot run there
+    finalists: tuple[Candidate, ...]  # ranked, the chosen one first
+    searched: bool  # False when a single device made the search unnecessary
+
+    @property
+    def chosen(self) -> Candidate:
+        return self.finalists[0]
+
+
+def region_param_bytes(runner, region: int) -> int:
+    bound = runner.bound_count
+    return sum(runner.slot_bytes[s] for s in set(runner.kernels[region].in_slots) if s < bound)
+
+
+def region_working_bytes(runner, region: int) -> int:
+    """Activations a region holds while it computes: what it reads and what it writes."""
+    kernel = runner.kernels[region]
+    bound = runner.bound_count
+    reads = sum(runner.slot_bytes[s] for s in set(kernel.in_slots) if s >= bound)
+    return reads + sum(runner.slot_bytes[s] for s in kernel.out_slots)
+
+
+def compute_table(runner, costs: Sequence[RegionCost], machine: PlanMachine) -> list[list[float]]:
+    """Predicted seconds of each region on each device; inf where its parameters and
+    activations cannot fit the device's memory at all."""
+    table = []
+    for region, cost in enumerate(costs):
+        params, working = region_param_bytes(runner, region), region_working_bytes(runner, region)
+        row = []
+        for device in machine.devices:
+            if device.virtual is not None and params + working > device.virtual.memory_bytes:
+                row.append(math.inf)
+            else:
+                row.append(device.compute_seconds(cost.cpu_seconds or 0.0, cost.flops, params + working))
+        table.append(row)
+    return table
+
+
+def place(
+    runner,
+    regions: Sequence[Region],
+    costs: Sequence[RegionCost],
+    machine: PlanMachine,
+    objective: ObjectiveFunction,
+    threads: int = 1,
+) -> Placement:
+    """The best placement of `regions` on `machine` under `objective`, with its finalists.
+    Raises PlanningError when no placement fits."""
+    table = compute_table(runner, costs, machine)
+    _check_every_region_runs_somewhere(runner, regions, table, machine)
+    names = [r.name for r in regions]
+    cpu_rate = _cpu_flops_per_s(costs)
+    model = machine.core_model(cpu_rate)
+    if len(machine.devices) == 1:
+        options = [((0,) * len(regions), _single_device_residency(runner, machine, len(regions)))]
+        searched = False
+    else:
+        problem = _problem(runner, regions, costs, table, machine)
+        weights = _core.ObjectiveWeights(
+            latency=objective.weights["latency"],
+            bottleneck=objective.weights["throughput"],
+            traffic_per_byte=objective.weights["memory"] * objective.seconds_per_traffic_byte,
+        )
+        found = _core.search_placement(problem, _core.SearchOptions(threads=max(1, threads), weights=weights))
+        options = [(tuple(a.device), tuple(a.resident)) for a in found.finalists]
+        searched = True
+    candidates = [_simulate(runner, names, machine, model, table, objective, d, r) for d, r in options]
+    ranked = sorted(candidates, key=lambda c: (bool(c.over_capacity), c.value))
+    if ranked[0].over_capacity:
+        _raise_overflow(ranked[0], machine)
+    return Placement(machine, objective, tuple(tuple(row) for row in table), tuple(ranked), searched)
+
+
+def _single_device_residency(runner, machine: PlanMachine, count: int) -> tuple[bool, ...]:
+    """On one device, keep resident the largest regions' parameters that fit; stream the rest."""
+    device = machine.devices[0]
+    if device.virtual is None:
+        return (True,) * count
+    room = _resident_room(runner, device.virtual.memory_bytes, range(count))
+    resident = [False] * count
+    for region in sorted(range(count), key=lambda r: -region_param_bytes(runner, r)):
+        size = region_param_bytes(runner, region)
+        if size <= room:
+            resident[region] = True
+            room -= size
+    return tuple(resident)
+
+
+def _resident_room(runner, memory_bytes: int, regions) -> int:
+    """Room for resident parameters on a device: its memory less what streaming two regions'
+    parameters at once and the largest region's activations may need."""
+    params = sorted((region_param_bytes(runner, r) for r in regions), reverse=True)
+    working = max((region_working_bytes(runner, r) for r in regions), default=0)
+    return max(0, memory_bytes - sum(params[:2]) - 2 * working)
+
+
+def _problem(runner, regions, costs, table, machine: PlanMachine) -> _core.PlacementProblem:
+    count = len(regions)
+    devices = []
+    for device in machine.devices:
+        room = (
+            UNLIMITED_BYTES
+            if device.virtual is None
+            else _resident_room(runner, device.virtual.memory_bytes, range(count))
+        )
+        devices.append(_core.PlacementDevice(name=device.name, capacity_bytes=room))
+    per_byte = [0.0 if d.virtual is None else 1.0 / d.virtual.link_bandwidth for d in machine.devices]
+    transfer = [
+        [0.0 if a == b else per_byte[a] + per_byte[b] for b in range(len(devices))] for a in range(len(devices))
+    ]
+    placement_regions = [
+        _core.PlacementRegion(
+            id=region.index,
+            deps=list(region.deps),
+            compute_s=list(table[region.index]),
+            param_bytes=region_param_bytes(runner, region.index),
+            output_bytes=cost.output_bytes,
+        )
+        for region, cost in zip(regions, costs)
+    ]
+    return _core.PlacementProblem(placement_regions, devices, transfer, per_byte)
+
+
+def _simulate(runner, names, machine, model, table, objective, devices, resident) -> Candidate:
+    lowered = lower(runner, names, machine, devices, resident, table)
+    result = _core.simulate(model, lowered.sim_tasks(), list(lowered.initial_bytes))
+    busy: dict[tuple[str, int], float] = defaultdict(float)
+    for step, start, end in zip(lowered.steps, result.start_s, result.end_s):
+        busy[(step.kind, step.resource)] += end - start
+    measures = PlanMeasures(
+        latency_s=result.makespan_s,
+        bottleneck_s=max(busy.values(), default=0.0),
+        traffic_bytes=sum(result.bytes_moved),
+    )
+    over = tuple(machine.tier_names[t] for t in result.over_capacity_tiers)
+    return Candidate(devices, resident, lowered, result, measures, objective.value(measures), over)
+
+
+def _cpu_flops_per_s(costs: Sequence[RegionCost]) -> float:
+    seconds = sum(c.cpu_seconds or 0.0 for c in costs)
+    flops = sum(c.flops for c in costs)
+    return flops / seconds if seconds > 0 and flops > 0 else 1e9
+
+
+def _check_every_region_runs_somewhere(runner, regions, table, machine: PlanMachine) -> None:
+    for region in regions:
+        if all(math.isinf(s) for s in table[region.index]):
+            largest = max(machine.devices, key=lambda d: d.virtual.memory_bytes)
+            needed = region_param_bytes(runner, region.index) + region_working_bytes(runner, region.index)
+            allowed = largest.virtual.memory_bytes
+            raise PlanningError(
+                f"no device can run region {region.name}: it needs {needed} bytes ({format_bytes(needed)}: "
+                f"parameters and activations) in one device's memory, and the largest, {largest.name}, "
+                f"allows {allowed} bytes ({format_bytes(allowed)})",
+                tier=largest.name,
+                needed_bytes=needed,
+                allowed_bytes=allowed,
+            )
+
+
+def _raise_overflow(candidate: Candidate, machine: PlanMachine) -> None:
+    tier = machine.tier_names.index(candidate.over_capacity[0])
+    needed = candidate.simulated.peak_bytes[tier]
+    allowed = machine.tier_capacities()[tier]
+    what = "host RAM" if tier == RAM else f"device {machine.tier_names[tier]}"
+    raise PlanningError(
+        f"no plan fits {what}: the best plan found needs {needed} bytes ({format_bytes(needed)}) there "
+        f"at its peak, and its budget allows {allowed} bytes ({format_bytes(allowed)})",
+        tier=machine.tier_names[tier],
+        needed_bytes=needed,
+        allowed_bytes=allowed,
+    )
