@@ -1,11 +1,17 @@
-"""The placement search on declared machines (suite S3, parts a-c; d needs the planner in compile).
+"""The placement search on declared machines (suite S3).
 
 (a) optimality: random small problems (2-8 regions x 2-3 devices) solved by the search
     and exhaustively; the gap of the search's list-schedule latency to the optimum.
 (b) planning time: a 1,000-region graph (a chain with skip edges) on 4 devices.
 (c) against a greedy sequential fill like Accelerate's device_map="auto": regions in
     order fill the fastest device until its memory is full, then the next; the rest
-    computes on the host. Both plans are scored by the same latency estimate.
+    computes on the host. Both plans are scored by the same latency estimate. Then on a
+    real model compiled for a declared machine (a fast device with room for a third of
+    the model and a slow one with room for all of it): the compiled plan and the greedy
+    fill, both lowered and simulated.
+(d) predicted vs measured: models compiled for the CPU, and the same real model on the
+    declared machine, called repeatedly; the simulator's makespan against the median
+    measured wall time of a call (target: within 15%).
 """
 
 from __future__ import annotations
@@ -17,9 +23,13 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+import torch
 from harness import machine, write_results
+from torch import nn
 
+import tensortorrent as tt
 from tensortorrent import _core
+from tensortorrent.planning.placement import PlacementContext, region_working_bytes
 
 
 def random_problem(rng: random.Random, regions: int, devices: int) -> _core.PlacementProblem:
@@ -93,6 +103,125 @@ def large(regions: int, devices: int, runs: int) -> dict:
     }
 
 
+class Stack(nn.Module):
+    """Linear+GELU layers, one region each."""
+
+    def __init__(self, layers: int, width: int) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList(nn.Sequential(nn.Linear(width, width), nn.GELU()) for _ in range(layers))
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x)
+        return x
+
+
+def declared_machine(model_bytes: int) -> list[tt.VirtualDevice]:
+    """A fast device holding a third of the model and a slow one holding all of it, both
+    far slower than this CPU so that the declared speeds, not the host, set the times."""
+    return [
+        tt.VirtualDevice("fast", memory_bytes=model_bytes // 3, flops=2e9, link_bandwidth=1e9, link_latency_s=1e-4),
+        tt.VirtualDevice("slow", memory_bytes=4 * model_bytes, flops=0.2e9, link_bandwidth=1e9, link_latency_s=1e-4),
+    ]
+
+
+def compiled_on_declared_machine(layers: int, width: int, batch: int):
+    torch.manual_seed(0)
+    model = Stack(layers, width).eval()
+    devices = declared_machine(sum(p.numel() * p.element_size() for p in model.parameters()))
+    x = torch.randn(batch, width)
+    compiled = tt.compile(model, (x,), devices=[d.name for d in devices], machine=devices)
+    return model, compiled, x
+
+
+def greedy_on_declared_machine(compiled) -> dict:
+    """(c) on a real model: the compiled plan vs Accelerate's greedy fill, both simulated."""
+    placement = compiled._plan.placement
+    context = PlacementContext(
+        compiled._runner, compiled._regions, compiled.region_costs, placement.machine, placement.objective
+    )
+    fast, slow = 0, 1
+    # Accelerate keeps what it places resident and never streams: fill the fast device's
+    # memory, less room for activations, in order; the rest goes to the slow one.
+    working = max(region_working_bytes(compiled._runner, r.index) for r in compiled._regions)
+    room = placement.machine.devices[fast].virtual.memory_bytes - 2 * working
+    devices = []
+    for region in compiled._regions:
+        if region.parameter_bytes <= room and slow not in devices:
+            room -= region.parameter_bytes
+            devices.append(fast)
+        else:
+            devices.append(slow)
+    greedy = context.simulate(tuple(devices), (True,) * len(devices))
+    chosen = placement.chosen
+    return {
+        "regions": len(compiled._regions),
+        "plan_devices": compiled.region_devices,
+        "plan_simulated_s": chosen.measures.latency_s,
+        "greedy_devices": [placement.machine.devices[d].name for d in devices],
+        "greedy_simulated_s": greedy.measures.latency_s,
+        "greedy_fits": not greedy.over_capacity,
+        "greedy_over_plan": greedy.measures.latency_s / chosen.measures.latency_s,
+    }
+
+
+def predicted_vs_measured(compiled, x, calls: int) -> dict:
+    """(d) the simulator's makespan against measured call times, same process."""
+    walls = []
+    for _ in range(calls + 1):
+        compiled(x)
+        walls.append(compiled.last_report.wall_us / 1e6)
+    measured = statistics.median(walls[1:])  # the first call warms up
+    predicted = compiled._plan.placement.chosen.measures.latency_s
+    return {
+        "devices": sorted(set(compiled.region_devices)),
+        "regions": compiled.region_count,
+        "predicted_s": predicted,
+        "measured_median_s": measured,
+        "measured_min_s": min(walls[1:]),
+        "measured_max_s": max(walls[1:]),
+        "measured_over_predicted": measured / predicted,
+    }
+
+
+def cpu_workloads(quick: bool) -> dict:
+    transformers = __import__("transformers")
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(n_layer=2 if quick else 6, n_embd=256, n_head=4, vocab_size=1024, n_positions=256)
+    gpt2 = transformers.GPT2Model(config).eval()
+    ids = torch.randint(0, 1024, (4, 64 if quick else 128))
+    mlp = Stack(4 if quick else 12, 1024).eval()
+    return {
+        "mlp_1024x12_batch64": (mlp, (torch.randn(64, 1024),), {}),
+        "gpt2_d256_l6_seq128": (gpt2, (ids,), {"use_cache": False}),
+    }
+
+
+def prediction(quick: bool, compiled_declared, x_declared) -> dict:
+    calls = 3 if quick else 15
+    results = {}
+    for name, (model, args, kwargs) in cpu_workloads(quick).items():
+        # Through the executor, so that the last report times every region of a call.
+        compiled = tt.compile(model, args, config=tt.CompileConfig(prefer_direct_path=False), example_kwargs=kwargs)
+        walls = []
+        for _ in range(calls + 1):
+            compiled(*args, **kwargs)
+            walls.append(compiled.last_report.wall_us / 1e6)
+        predicted = compiled._plan.placement.chosen.measures.latency_s
+        measured = statistics.median(walls[1:])
+        results[f"cpu/{name}"] = {
+            "devices": ["cpu"],
+            "regions": compiled.region_count,
+            "predicted_s": predicted,
+            "measured_median_s": measured,
+            "measured_min_s": min(walls[1:]),
+            "measured_max_s": max(walls[1:]),
+            "measured_over_predicted": measured / predicted,
+        }
+    results["declared/stack"] = predicted_vs_measured(compiled_declared, x_declared, calls)
+    return results
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer instances and a 200-region graph")
@@ -107,6 +236,9 @@ def main() -> None:
         "optimality": optimality(20 if args.quick else 300),
         "large": large(200 if args.quick else 1000, 4, 3 if args.quick else 5),
     }
+    _, declared, x = compiled_on_declared_machine(6 if args.quick else 12, 512, 16)
+    results["greedy_real_model"] = greedy_on_declared_machine(declared)
+    results["prediction"] = prediction(args.quick, declared, x)
     gap, big = results["optimality"], results["large"]
     print(
         f"(a) {gap['instances']} small instances: median gap {gap['median_gap']:.3%}, worst {gap['worst_gap']:.3%}, "
@@ -120,6 +252,17 @@ def main() -> None:
         f"(c) greedy sequential fill {big['greedy_fill_latency_s']:.3f} s vs search {big['search_latency_s']:.3f} s "
         f"(estimated latency): greedy/search = {big['greedy_over_search']:.2f}"
     )
+    real = results["greedy_real_model"]
+    print(
+        f"(c) {real['regions']}-layer model on the declared machine, simulated: greedy fill "
+        f"{real['greedy_simulated_s'] * 1e3:.1f} ms vs plan {real['plan_simulated_s'] * 1e3:.1f} ms: "
+        f"greedy/plan = {real['greedy_over_plan']:.2f}"
+    )
+    for name, row in results["prediction"].items():
+        print(
+            f"(d) {name}: predicted {row['predicted_s'] * 1e3:.2f} ms, measured median "
+            f"{row['measured_median_s'] * 1e3:.2f} ms: measured/predicted = {row['measured_over_predicted']:.3f}"
+        )
     paths = write_results("planner", results, started, args.out)
     print(f"results: {', '.join(str(p) for p in paths)}")
 

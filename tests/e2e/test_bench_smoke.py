@@ -43,3 +43,6 @@ def test_artifact_load_benchmark_quick_run(tmp_path):
 def test_planner_benchmark_quick_run(tmp_path):
     results = run_quick("planner.py", tmp_path / "planner.json")
     assert 0 <= results["optimality"]["worst_gap"] and results["large"]["greedy_over_search"] > 0
+    assert results["greedy_real_model"]["greedy_fits"] and results["greedy_real_model"]["greedy_over_plan"] > 0
+    assert {"cpu/mlp_1024x12_batch64", "declared/stack"} <= set(results["prediction"])
+    assert all(row["predicted_s"] > 0 and row["measured_median_s"] > 0 for row in results["prediction"].values())

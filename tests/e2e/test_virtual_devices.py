@@ -61,9 +61,9 @@ def test_latency_splits_the_model_as_the_fast_device_allows(model):
     devices = compiled.region_devices
     assert set(devices) == {"fast", "slow"}, devices
     chosen = compiled._plan.placement.chosen
-    on_fast = [r for r, d in enumerate(devices) if d == "fast"]
-    assert all(chosen.resident[r] for r in on_fast)  # streaming over the slow link would cost more
-    assert len(on_fast) * LAYER_BYTES <= fast_small().memory_bytes
+    resident_on_fast = [r for r, d in enumerate(devices) if d == "fast" and chosen.resident[r]]
+    # As many layers as its room allows (besides two streamed layers and activations) stay resident.
+    assert len(resident_on_fast) == 3
     compiled(torch.randn(BATCH, WIDTH))
     assert 0 < compiled.last_peak_bytes["fast"] <= fast_small().memory_bytes
     assert "objective: LATENCY" in compiled.explain()
@@ -189,3 +189,10 @@ def test_bad_virtual_devices_are_refused(fields, error, match):
     arguments = {"name": "dev", "memory_bytes": 1 << 20, "flops": 1e9, "link_bandwidth": 1e9, **fields}
     with pytest.raises(error, match=match):
         tt.VirtualDevice(**arguments)
+
+
+def test_saving_a_plan_on_virtual_devices_is_refused_without_writing(model, tmp_path):
+    compiled = compile_on(model, ["slow"], machine=[slow_large()])
+    with pytest.raises(tt.UnsupportedError, match="virtual devices cannot be saved yet"):
+        compiled.save(tmp_path / "artifact")
+    assert not (tmp_path / "artifact").exists()

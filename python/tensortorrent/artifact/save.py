@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from ..errors import InvalidArgumentError
+from ..errors import InvalidArgumentError, UnsupportedError
 from ..hardware import hardware_fingerprint
 from ..planning import plan_to_json
 from ..version import __version__
@@ -26,6 +26,11 @@ def save_compiled(compiled: CompiledModule, path: str | os.PathLike) -> str:
     """Writes `compiled` as an artifact directory at `path`, atomically; returns the path."""
     if not isinstance(path, (str, os.PathLike)):
         raise InvalidArgumentError(f"save: path: expected a str or os.PathLike, got {type(path).__name__}")
+    if compiled._plan.tiered:
+        # The declared machine is a compile argument, not part of the portable plan yet.
+        raise UnsupportedError(
+            "save: plans on virtual devices cannot be saved yet; compile for devices='cpu' to save an artifact"
+        )
     program = compiled._program
     signature = compiled._signature.to_json()  # fails early on inputs an artifact cannot hold
     pt2 = program_bytes(program.exported)

@@ -121,6 +121,8 @@ def _finalist_lines(placement: Placement) -> list[str]:
         "Prediction (simulated on the lowered schedule)",
         f"  {_measures_text(chosen.measures)} per call",
         f"  peak memory: {peaks}",
+        f"  streamed parameters load {'one region ahead' if chosen.lowered.prefetch else 'one region at a time'}"
+        " on each device (prefetch distance " + str(chosen.lowered.prefetch) + ")",
     ]
     if not placement.searched:
         lines.append("  one device: no search needed")

@@ -7,8 +7,8 @@ the executor's schedule and the simulator's tasks, so what is simulated is what 
 Rules, in the order steps are generated (region by region, in topological order):
 - a region on a virtual device reads its resident parameters from copies made once at
   build time; the others are streamed from host RAM by one transfer per region, at most
-  one region ahead of the region computing on that device (so at most two regions'
-  streamed parameters are held there at once);
+  `prefetch` regions ahead of the region computing on that device (so at most
+  prefetch + 1 regions' streamed parameters are held there at once);
 - a value needed on another tier is copied once per tier, grouped by the step that made
   it; between two devices it goes through RAM;
 - each device computes one region at a time and each link moves one batch at a time,
@@ -57,6 +57,7 @@ class LoweredPlan:
     outputs: tuple[tuple[int | None, object], ...]  # per model output: (slot in RAM, constant)
     mutations: tuple[tuple[int, object], ...]  # (slot in RAM, buffer to update)
     initial_bytes: tuple[int, ...]  # per tier, held before a call starts
+    prefetch: int  # streamed regions loaded ahead of the one computing, per device
 
     def instructions(self, predicted: _core.SimResult | None = None) -> list[_core.Instruction]:
         kinds = {"compute": _core.InstructionKind.Compute, "transfer": _core.InstructionKind.Transfer}
@@ -116,16 +117,20 @@ def lower(
     devices: Sequence[int],
     resident: Sequence[bool],
     compute_s: Sequence[Sequence[float]],
+    prefetch: int = 1,
 ) -> LoweredPlan:
     """The steps of the placement `devices`/`resident` (per region) of `runner`'s program;
-    compute_s[region][device] is a region's predicted time on each device."""
-    return _Lowering(runner, region_names, machine, devices, resident, compute_s).run()
+    compute_s[region][device] is a region's predicted time on each device; `prefetch` is 0
+    (load a region's streamed parameters once the previous streamed region has computed)
+    or 1 (one region ahead, overlapping its transfer with the previous computation)."""
+    return _Lowering(runner, region_names, machine, devices, resident, compute_s, prefetch).run()
 
 
 class _Lowering:
-    def __init__(self, runner, region_names, machine, devices, resident, compute_s) -> None:
+    def __init__(self, runner, region_names, machine, devices, resident, compute_s, prefetch) -> None:
         self.runner, self.names, self.machine = runner, region_names, machine
         self.devices, self.resident, self.compute_s = devices, resident, compute_s
+        self.prefetch = prefetch
         self.slot_tier = [RAM] * runner.slot_count
         self.slot_bytes = list(runner.slot_bytes)
         self.producer: dict[int, int] = {}  # slot -> step that writes it
@@ -240,8 +245,9 @@ class _Lowering:
             tier = self.tier_of_device(device)
             order = streamed[device]
             k = order.index(region)
-            # Prefetch distance one: wait until the region two streams back has computed.
-            deps = {computed[order[k - 2]]} if k >= 2 and order[k - 2] in computed else set()
+            # Wait until the streamed region `prefetch` + 1 places back has computed.
+            back = k - 1 - self.prefetch
+            deps = {computed[order[back]]} if back >= 0 and order[back] in computed else set()
             params = [
                 s for s in dict.fromkeys(runner.kernels[region].in_slots) if s in bound and (s, tier) not in alias_of
             ]
@@ -320,4 +326,5 @@ class _Lowering:
             outputs=outputs,
             mutations=mutations,
             initial_bytes=tuple(initial),
+            prefetch=self.prefetch,
         )

@@ -8,6 +8,7 @@ A finalist whose simulated memory overflows a tier is never chosen.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections import defaultdict
 from collections.abc import Sequence
@@ -80,6 +81,81 @@ def compute_table(runner, costs: Sequence[RegionCost], machine: PlanMachine) -> 
     return table
 
 
+class PlacementContext:
+    """Everything needed to value placements of one program on one machine."""
+
+    def __init__(
+        self,
+        runner,
+        regions: Sequence[Region],
+        costs: Sequence[RegionCost],
+        machine: PlanMachine,
+        objective: ObjectiveFunction,
+    ) -> None:
+        self.runner, self.machine, self.objective = runner, machine, objective
+        self.names = [r.name for r in regions]
+        self.table = compute_table(runner, costs, machine)
+        _check_every_region_runs_somewhere(runner, regions, self.table, machine)
+        self.model = machine.core_model(_cpu_flops_per_s(costs))
+        self.problem = _problem(runner, regions, costs, self.table, machine) if len(machine.devices) > 1 else None
+        self.simulated: dict[tuple, Candidate] = {}  # (devices, resident) -> its candidate
+
+    def weights(self) -> _core.ObjectiveWeights:
+        """The objective as the native search's weights."""
+        weights = self.objective.weights
+        return _core.ObjectiveWeights(
+            latency=weights["latency"],
+            bottleneck=weights["throughput"],
+            traffic_per_byte=weights["memory"] * self.objective.seconds_per_traffic_byte,
+        )
+
+    def value(self, devices: Sequence[int], resident: Sequence[bool]) -> float:
+        """The simulated objective of a placement; inf when it overflows a tier."""
+        candidate = self.simulate(tuple(devices), tuple(resident))
+        return math.inf if candidate.over_capacity else candidate.value
+
+    def with_residency(self, devices: tuple[int, ...]) -> Candidate:
+        """The placement `devices` with residency by the rule, simulated."""
+        return self.simulate(devices, tuple(_core.assign_residency(self.problem, list(devices)).resident))
+
+    def simulate(self, devices: tuple[int, ...], resident: tuple[bool, ...]) -> Candidate:
+        """The placement lowered to its steps, simulated and valued (each placement once)."""
+        key = (devices, resident)
+        if key not in self.simulated:
+            self.simulated[key] = self._simulate(devices, resident)
+        return self.simulated[key]
+
+    def _simulate(self, devices: tuple[int, ...], resident: tuple[bool, ...]) -> Candidate:
+        """Prefetching one streamed region ahead, unless only loading them one by one fits."""
+        ahead = self._simulate_with(devices, resident, prefetch=1)
+        if not ahead.over_capacity or all(resident):
+            return ahead
+        one_by_one = self._simulate_with(devices, resident, prefetch=0)
+        return ahead if one_by_one.over_capacity else one_by_one
+
+    def _simulate_with(self, devices: tuple[int, ...], resident: tuple[bool, ...], prefetch: int) -> Candidate:
+        lowered = lower(self.runner, self.names, self.machine, devices, resident, self.table, prefetch)
+        result = _core.simulate(self.model, lowered.sim_tasks(), list(lowered.initial_bytes))
+        busy: dict[tuple[str, int], float] = defaultdict(float)
+        for step, start, end in zip(lowered.steps, result.start_s, result.end_s):
+            busy[(step.kind, step.resource)] += end - start
+        measures = PlanMeasures(
+            latency_s=result.makespan_s,
+            bottleneck_s=max(busy.values(), default=0.0),
+            traffic_bytes=sum(result.bytes_moved),
+        )
+        over = tuple(self.machine.tier_names[t] for t in result.over_capacity_tiers)
+        return Candidate(devices, resident, lowered, result, measures, self.objective.value(measures), over)
+
+
+# Graphs up to this many region x device pairs are searched with the simulator as the
+# objective itself (about a millisecond per placement valued); larger ones with the native
+# list-schedule estimate, whose finalists are then simulated and improved by single moves.
+SIMULATED_SEARCH_LIMIT = 48
+REFINE_SIMULATIONS = 300
+FINALISTS = 4  # placements explain() shows, best first
+
+
 def place(
     runner,
     regions: Sequence[Region],
@@ -90,29 +166,42 @@ def place(
 ) -> Placement:
     """The best placement of `regions` on `machine` under `objective`, with its finalists.
     Raises PlanningError when no placement fits."""
-    table = compute_table(runner, costs, machine)
-    _check_every_region_runs_somewhere(runner, regions, table, machine)
-    names = [r.name for r in regions]
-    cpu_rate = _cpu_flops_per_s(costs)
-    model = machine.core_model(cpu_rate)
-    if len(machine.devices) == 1:
-        options = [((0,) * len(regions), _single_device_residency(runner, machine, len(regions)))]
-        searched = False
+    context = PlacementContext(runner, regions, costs, machine, objective)
+    if context.problem is None:
+        context.simulate((0,) * len(regions), _single_device_residency(runner, machine, len(regions)))
     else:
-        problem = _problem(runner, regions, costs, table, machine)
-        weights = _core.ObjectiveWeights(
-            latency=objective.weights["latency"],
-            bottleneck=objective.weights["throughput"],
-            traffic_per_byte=objective.weights["memory"] * objective.seconds_per_traffic_byte,
-        )
-        found = _core.search_placement(problem, _core.SearchOptions(threads=max(1, threads), weights=weights))
-        options = [(tuple(a.device), tuple(a.resident)) for a in found.finalists]
-        searched = True
-    candidates = [_simulate(runner, names, machine, model, table, objective, d, r) for d, r in options]
-    ranked = sorted(candidates, key=lambda c: (bool(c.over_capacity), c.value))
+        search = _core.SearchOptions(threads=max(1, threads), weights=context.weights())
+        for found in _core.search_placement(context.problem, search).finalists:
+            context.simulate(tuple(found.device), tuple(found.resident))
+        if len(regions) * len(machine.devices) <= SIMULATED_SEARCH_LIMIT:
+            _core.search_placement(context.problem, _core.SearchOptions(threads=1), evaluator=context.value)
+        _refine(context, REFINE_SIMULATIONS)
+    ranked = sorted(context.simulated.values(), key=lambda c: (bool(c.over_capacity), c.value, c.devices))
     if ranked[0].over_capacity:
         _raise_overflow(ranked[0], machine)
-    return Placement(machine, objective, tuple(tuple(row) for row in table), tuple(ranked), searched)
+    table = tuple(tuple(row) for row in context.table)
+    finalists = tuple(ranked[:FINALISTS])
+    return Placement(machine, objective, table, finalists, searched=context.problem is not None)
+
+
+def _refine(context: PlacementContext, budget: int, starts: int = 3) -> None:
+    """Moves one region at a time to another device while the simulated value improves,
+    from each of the `starts` best placements simulated so far, within `budget` new
+    simulations in all."""
+    limit = len(context.simulated) + budget
+    ranked = sorted(context.simulated.values(), key=lambda c: (bool(c.over_capacity), c.value, c.devices))
+    for best in ranked[:starts]:
+        improved = True
+        while improved and len(context.simulated) < limit:
+            improved = False
+            for region, device in itertools.product(range(len(best.devices)), range(len(context.machine.devices))):
+                if device == best.devices[region] or math.isinf(context.table[region][device]):
+                    continue
+                moved = context.with_residency(best.devices[:region] + (device,) + best.devices[region + 1 :])
+                if not moved.over_capacity and (best.over_capacity or moved.value < best.value * (1 - 1e-9)):
+                    best, improved = moved, True
+                if len(context.simulated) >= limit:
+                    return
 
 
 def _single_device_residency(runner, machine: PlanMachine, count: int) -> tuple[bool, ...]:
@@ -132,7 +221,7 @@ def _single_device_residency(runner, machine: PlanMachine, count: int) -> tuple[
 
 def _resident_room(runner, memory_bytes: int, regions) -> int:
     """Room for resident parameters on a device: its memory less what streaming two regions'
-    parameters at once and the largest region's activations may need."""
+    parameters at once (prefetching) and the largest region's activations may need."""
     params = sorted((region_param_bytes(runner, r) for r in regions), reverse=True)
     working = max((region_working_bytes(runner, r) for r in regions), default=0)
     return max(0, memory_bytes - sum(params[:2]) - 2 * working)
@@ -163,21 +252,6 @@ def _problem(runner, regions, costs, table, machine: PlanMachine) -> _core.Place
         for region, cost in zip(regions, costs)
     ]
     return _core.PlacementProblem(placement_regions, devices, transfer, per_byte)
-
-
-def _simulate(runner, names, machine, model, table, objective, devices, resident) -> Candidate:
-    lowered = lower(runner, names, machine, devices, resident, table)
-    result = _core.simulate(model, lowered.sim_tasks(), list(lowered.initial_bytes))
-    busy: dict[tuple[str, int], float] = defaultdict(float)
-    for step, start, end in zip(lowered.steps, result.start_s, result.end_s):
-        busy[(step.kind, step.resource)] += end - start
-    measures = PlanMeasures(
-        latency_s=result.makespan_s,
-        bottleneck_s=max(busy.values(), default=0.0),
-        traffic_bytes=sum(result.bytes_moved),
-    )
-    over = tuple(machine.tier_names[t] for t in result.over_capacity_tiers)
-    return Candidate(devices, resident, lowered, result, measures, objective.value(measures), over)
 
 
 def _cpu_flops_per_s(costs: Sequence[RegionCost]) -> float:
