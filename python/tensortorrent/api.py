@@ -21,10 +21,11 @@ from .objective import ObjectiveFunction
 from .observe.progress import CompileProgress
 from .partition import layer_paths, partition
 from .planning import build_plan
-from .planning.costs import measure_cpu_seconds, region_costs
+from .planning.costs import region_costs
 from .planning.fit import check_fits, weight_bytes
 from .planning.machine import resolve_machine
 from .planning.placement import place
+from .planning.profile_cache import profiled_cpu_seconds
 from .runtime import CompiledModule
 from .runtime.program_runner import ProgramRunner
 
@@ -65,7 +66,8 @@ def compile(
             regions = partition(program, layer_paths(model), config.max_region_nodes)
             runner = ProgramRunner(program, regions)
         with progress.stage("profile"):
-            seconds = measure_cpu_seconds(runner, signature.flatten(args, kwargs))
+            seconds, reused = profiled_cpu_seconds(runner, signature.flatten(args, kwargs))
+            log.debug("region times %s", "reused from the profile cache" if reused else "measured")
         with progress.stage("plan"):
             objective = ObjectiveFunction.make(
                 config.objective, config.objective_weights, plan_machine.slowest_link_bytes_per_s()

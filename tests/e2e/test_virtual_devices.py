@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import threading
 
 import pytest
 import torch
 from torch import nn
 
 import tensortorrent as tt
-from conftest import assert_parity, eager_outputs
+from conftest import ProbeChain, assert_parity, eager_outputs
 
 WIDTH, BATCH = 256, 8
 LAYER_BYTES = (WIDTH * WIDTH + WIDTH) * 4  # one Linear's parameters
@@ -196,3 +197,50 @@ def test_saving_a_plan_on_virtual_devices_is_refused_without_writing(model, tmp_
     with pytest.raises(tt.UnsupportedError, match="virtual devices cannot be saved yet"):
         compiled.save(tmp_path / "artifact")
     assert not (tmp_path / "artifact").exists()
+
+
+def test_calls_from_several_threads_share_a_device_safely(model):
+    device = tt.VirtualDevice("quick", memory_bytes=int(4.5 * LAYER_BYTES), flops=1e12, link_bandwidth=1e10)
+    compiled = compile_on(model, ["quick"], machine=[device])
+    inputs = [torch.randn(BATCH, WIDTH) for _ in range(4)]
+    expected = [eager_outputs(model, (x,)) for x in inputs]
+    errors = []
+
+    def worker(index):
+        try:
+            for _ in range(5):
+                torch.testing.assert_close(compiled(inputs[index]), expected[index])
+        except Exception as error:  # reported below, on the test's thread
+            errors.append(error)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors, errors
+    assert compiled.last_peak_bytes["quick"] <= device.memory_bytes
+    # Every call gave its streamed weights back: only resident parameters stay counted.
+    memory = compiled._tiered.memories[1]
+    assert memory.held == sum(
+        compiled._plan.placement.chosen.lowered.slot_bytes[a] for a, _ in compiled._tiered.lowered.aliases
+    )
+
+
+def test_a_cancelled_call_gives_its_device_memory_back(hooks):
+    torch.manual_seed(0)
+    chain = ProbeChain(stages=4, width=64).eval()
+    layer = (64 * 64 + 64) * 4
+    device = tt.VirtualDevice("quick", memory_bytes=6 * layer, flops=1e12, link_bandwidth=1e10)
+    x = torch.randn(2, 64)
+    config = tt.CompileConfig(max_region_nodes=1)  # one region per op: many steps to stop between
+    compiled = tt.compile(chain, (x,), config=config, devices=["quick"], machine=device)
+    assert not all(compiled._plan.placement.chosen.resident)  # some weights are streamed
+    memory = compiled._tiered.memories[1]
+    resident = memory.held
+    hooks.on_probe = lambda tag: compiled.request_cancel() if tag == 1 else None
+    with pytest.raises(tt.ExecutionCancelled):
+        compiled(x)
+    assert memory.held == resident
+    hooks.on_probe = None
+    torch.testing.assert_close(compiled(x), eager_outputs(chain, (x,)))

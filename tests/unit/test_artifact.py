@@ -62,7 +62,8 @@ def test_tied_weights_stay_tied(tmp_path):
 
 def test_replay_does_not_plan(tmp_path, monkeypatch):
     model, x = TwoBranchResidual(), torch.randn(4, 16)
-    tt.compile(model, example_inputs=(x,), config=SPLIT).save(tmp_path / "a")
+    compiled = tt.compile(model, example_inputs=(x,), config=SPLIT)
+    compiled.save(tmp_path / "a")
 
     def forbidden(*args, **kwargs):
         raise AssertionError("the planner ran during a replay")
@@ -72,6 +73,9 @@ def test_replay_does_not_plan(tmp_path, monkeypatch):
     loaded = tt.load_compiled(tmp_path / "a")
     assert "saved plan replayed" in loaded.explain()
     torch.testing.assert_close(loaded(x), eager_outputs(model, (x,)))
+    predicted = [(r.predicted_start_us, r.predicted_end_us) for r in loaded.last_report.records]
+    assert predicted == [(i.predicted_start_us, i.predicted_end_us) for i in compiled._plan.schedule.instructions]
+    assert all(end > start >= 0 for start, end in predicted)
 
 
 def test_other_hardware_re_plans_and_says_so(tmp_path, monkeypatch):

@@ -39,3 +39,30 @@ def test_cpu_time_is_measured_at_compile_shown_and_saved(tmp_path):
     replanned = tt.load_compiled(tmp_path / "a", config=tt.CompileConfig(max_region_nodes=1))
     assert all(cost.cpu_seconds is None for cost in replanned.region_costs)
     assert replanned.profile(torch.randn(4, 64))[0] > 0
+
+
+def test_region_times_are_reused_by_profiling_key(monkeypatch):
+    from tensortorrent.planning import profile_cache
+
+    measured = []
+
+    def counting(runner, flat_inputs):
+        measured.append(len(runner.kernels))
+        return real(runner, flat_inputs)
+
+    real = profile_cache.measure_cpu_seconds
+    monkeypatch.setattr(profile_cache, "measure_cpu_seconds", counting)
+    model = nn.Sequential(nn.Linear(48, 48), nn.Tanh(), nn.Linear(48, 48))
+    config = tt.CompileConfig(max_region_nodes=1)
+
+    def compile_for(rows):
+        return tt.compile(model, example_inputs=(torch.randn(rows, 48),), config=config)
+
+    first, again = compile_for(3), compile_for(3)
+    assert measured == [3]  # the second compile reused every region's time
+    assert [c.cpu_seconds for c in again.region_costs] == [c.cpu_seconds for c in first.region_costs]
+    compile_for(5)  # other shapes: other keys
+    assert measured == [3, 3]
+    monkeypatch.setenv("TT_PROFILE_CACHE", "0")
+    compile_for(3)
+    assert measured == [3, 3, 3]

@@ -117,6 +117,8 @@ def plan_to_json(plan: ExecutionPlan) -> tuple[dict, list[dict]]:
             "device": i.device,
             "label": i.label,
             "deps": list(i.deps),
+            "predicted_start_us": i.predicted_start_us,
+            "predicted_end_us": i.predicted_end_us,
         }
         for i in plan.schedule.instructions
     ]
@@ -135,6 +137,8 @@ def plan_from_json(decisions: dict, schedule: list[dict]) -> ExecutionPlan:
             device=str(i["device"]),
             label=str(i["label"]),
             deps=[int(d) for d in i["deps"]],
+            predicted_start_us=float(i.get("predicted_start_us", -1.0)),
+            predicted_end_us=float(i.get("predicted_end_us", -1.0)),
         )
         for i in schedule
     ]

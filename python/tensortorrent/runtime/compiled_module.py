@@ -20,6 +20,7 @@ from ..observe.explain import explain
 from ..partition import Region
 from ..planning import ExecutionPlan
 from ..planning.costs import RegionCost, measure_cpu_seconds, region_costs
+from ..planning.profile_cache import PROFILES
 from .program_runner import ProgramRunner, detach_outputs
 from .tiered_runner import TieredProgram
 
@@ -141,6 +142,8 @@ class CompiledModule(nn.Module):
                 start_us=0.0,
                 end_us=elapsed_us,
                 ran=True,
+                predicted_start_us=instruction.predicted_start_us,
+                predicted_end_us=instruction.predicted_end_us,
             )
             for instruction in self._plan.schedule.instructions
         ]
@@ -191,6 +194,7 @@ class CompiledModule(nn.Module):
         """Measures each region's CPU time on these inputs (one timed run after a warm-up),
         keeps it for explain() and saved artifacts, and returns it in seconds."""
         seconds = measure_cpu_seconds(self._runner, self._signature.flatten(args, kwargs))
+        PROFILES.store([kernel.profile_key for kernel in self._runner.kernels], seconds)
         self._costs = region_costs(self._regions, seconds)
         return seconds
 

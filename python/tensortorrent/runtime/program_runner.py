@@ -13,6 +13,7 @@ from torch import fx
 
 from ..capture.program import NormalizedProgram, value_bytes
 from ..partition import Region, build_region_module
+from ..planning.profile_cache import region_key
 
 
 @dataclass(frozen=True)
@@ -23,6 +24,7 @@ class RegionKernel:
     in_slots: tuple[int, ...]
     out_slots: tuple[int, ...]
     transient_in_slots: tuple[int, ...]  # activations whose last reader may be this region
+    profile_key: str  # what its measured time is cached under (planning/profile_cache.py)
 
 
 class ProgramRunner:
@@ -49,12 +51,14 @@ class ProgramRunner:
             transient = tuple(slot_of[n] for n in region.in_nodes if n in produced and n not in kept)
             for slot in transient:
                 self.readers[slot] += 1
+            module = build_region_module(program.graph_module, region)
             self.kernels.append(
                 RegionKernel(
-                    forward=build_region_module(program.graph_module, region).forward,
+                    forward=module.forward,
                     in_slots=tuple(slot_of[n] for n in region.in_nodes),
                     out_slots=tuple(slot_of[n] for n in region.out_nodes),
                     transient_in_slots=transient,
+                    profile_key=region_key(module, region.in_nodes),
                 )
             )
         self.outputs = [(slot_of[r.node], None) if r.node is not None else (None, r.constant) for r in program.outputs]
