@@ -176,7 +176,8 @@ def place(
         if len(regions) * len(machine.devices) <= SIMULATED_SEARCH_LIMIT:
             _core.search_placement(context.problem, _core.SearchOptions(threads=1), evaluator=context.value)
         _refine(context, REFINE_SIMULATIONS)
-    ranked = sorted(context.simulated.values(), key=lambda c: (bool(c.over_capacity), c.value, c.devices))
+    _fill_residency(context, starts=3)
+    ranked = sorted(context.simulated.values(), key=rank_key)
     if ranked[0].over_capacity:
         _raise_overflow(ranked[0], machine)
     table = tuple(tuple(row) for row in context.table)
@@ -189,7 +190,7 @@ def _refine(context: PlacementContext, budget: int, starts: int = 3) -> None:
     from each of the `starts` best placements simulated so far, within `budget` new
     simulations in all."""
     limit = len(context.simulated) + budget
-    ranked = sorted(context.simulated.values(), key=lambda c: (bool(c.over_capacity), c.value, c.devices))
+    ranked = sorted(context.simulated.values(), key=rank_key)
     for best in ranked[:starts]:
         improved = True
         while improved and len(context.simulated) < limit:
@@ -202,6 +203,35 @@ def _refine(context: PlacementContext, budget: int, starts: int = 3) -> None:
                     best, improved = moved, True
                 if len(context.simulated) >= limit:
                     return
+
+
+def rank_key(candidate: Candidate) -> tuple:
+    """Fitting placements first, then by value; at equal value, fewer bytes moved."""
+    return (bool(candidate.over_capacity), candidate.value, candidate.measures.traffic_bytes, candidate.devices)
+
+
+def _fill_residency(context: PlacementContext, starts: int) -> None:
+    """Makes more parameter groups resident where the simulated memory shows room.
+
+    The residency rule keeps room for streaming the two largest groups, which is too much
+    when those end up resident themselves; the simulator knows the real peaks. From each
+    of the `starts` best placements, every streamed group, largest first, becomes resident
+    if the placement then still fits and is no worse."""
+    param_bytes = [region_param_bytes(context.runner, r) for r in range(len(context.names))]
+    ranked = sorted(context.simulated.values(), key=rank_key)
+    for best in ranked[:starts]:
+        if best.over_capacity:
+            continue
+        streamed = [
+            r
+            for r in sorted(range(len(best.resident)), key=lambda r: -param_bytes[r])
+            if not best.resident[r] and context.machine.devices[best.devices[r]].virtual is not None
+        ]
+        for region in streamed:
+            resident = best.resident[:region] + (True,) + best.resident[region + 1 :]
+            trial = context.simulate(best.devices, resident)
+            if rank_key(trial) < rank_key(best):
+                best = trial
 
 
 def _single_device_residency(runner, machine: PlanMachine, count: int) -> tuple[bool, ...]:

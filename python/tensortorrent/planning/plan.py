@@ -68,8 +68,7 @@ def build_plan(
         instructions = chosen.lowered.instructions(chosen.simulated)
         # Each virtual device and link is a queue whose steps mostly wait: give each a thread.
         queues = len({(s.kind, s.resource) for s in chosen.lowered.steps if s.declared_s > 0})
-    single_cpu_region = len(regions) == 1 and devices == ("cpu",)
-    direct, reason = decide_direct_path(len(regions), config, single_cpu_region)
+    direct, reason = decide_direct_path(len(regions), config, on_cpu=all(d == "cpu" for d in devices))
     return ExecutionPlan(
         schedule=_core.Schedule(instructions),
         devices=devices,
@@ -85,7 +84,7 @@ def decide_direct_path(region_count: int, config: CompileConfig, on_cpu: bool = 
     """Whether calls skip the executor, and why. TT_DIRECT_PATH=0/1 overrides the config."""
     forced = env_flag("TT_DIRECT_PATH")
     if not on_cpu:
-        return False, "not taken: the region runs on a virtual device, through transfers"
+        return False, "not taken: regions run on virtual devices, through transfers"
     if region_count > 1:
         note = " (TT_DIRECT_PATH=1 applies only to a single resident region)" if forced else ""
         return False, f"not taken: {region_count} regions run through the executor by dependency order{note}"
