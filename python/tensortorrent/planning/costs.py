@@ -9,6 +9,7 @@ region; it is what the planner's CPU costs and explain()'s predictions start fro
 from __future__ import annotations
 
 import math
+import statistics
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -70,9 +71,11 @@ def region_costs(regions: Sequence[Region], cpu_seconds: Sequence[float] | None 
     ]
 
 
-def measure_cpu_seconds(runner, flat_inputs: list[Any], repeats: int = 1) -> list[float]:
-    """The best of `repeats` timed runs of every region, on the calling thread, after a warm-up."""
-    best = [math.inf] * len(runner.kernels)
+def measure_cpu_seconds(runner, flat_inputs: list[Any], repeats: int = 3) -> list[float]:
+    """Each region's median time over `repeats` timed runs of the program, region by region
+    on the calling thread, after a warm-up run. The median, not the best, because it is
+    what predictions of a typical call start from; three runs damp one-off stalls."""
+    samples: list[list[float]] = [[] for _ in runner.kernels]
     with torch.no_grad():
         for attempt in range(repeats + 1):
             call = runner.new_call(list(flat_inputs))
@@ -80,5 +83,5 @@ def measure_cpu_seconds(runner, flat_inputs: list[Any], repeats: int = 1) -> lis
                 start = time.perf_counter()
                 call.run_region(index)
                 if attempt:  # the first pass warms caches and allocators
-                    best[index] = min(best[index], time.perf_counter() - start)
-    return best
+                    samples[index].append(time.perf_counter() - start)
+    return [statistics.median(times) for times in samples]

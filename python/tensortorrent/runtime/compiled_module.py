@@ -191,7 +191,7 @@ class CompiledModule(nn.Module):
         )
 
     def profile(self, *args: Any, **kwargs: Any) -> list[float]:
-        """Measures each region's CPU time on these inputs (one timed run after a warm-up),
+        """Measures each region's CPU time on these inputs (the median of three timed runs after a warm-up),
         keeps it for explain() and saved artifacts, and returns it in seconds."""
         seconds = measure_cpu_seconds(self._runner, self._signature.flatten(args, kwargs))
         PROFILES.store([kernel.profile_key for kernel in self._runner.kernels], seconds)
