@@ -246,3 +246,23 @@ def test_a_cancelled_call_gives_its_device_memory_back(hooks):
     assert memory.held == resident
     hooks.on_probe = None
     torch.testing.assert_close(compiled(x), eager_outputs(chain, (x,)))
+
+
+@pytest.mark.parametrize("name", ["gpt2", "bert", "vit", "resnet"])
+def test_transformers_architectures_stream_through_a_small_device(name):
+    pytest.importorskip("transformers")
+    from e2e import test_parity_transformers as zoo
+
+    torch.manual_seed(0)
+    model = getattr(zoo, name)()
+    if name in ("vit", "resnet"):
+        args, kwargs = (torch.randn(2, 3, 32, 32),), None
+    else:
+        args, kwargs = (torch.randint(0, 128, (2, 12)),), ({"use_cache": False} if name == "gpt2" else None)
+    weights = sum(p.numel() * p.element_size() for p in model.parameters())
+    # 60% of the weights; ResNet's activations outweigh its weights, so it gets 96 KiB.
+    device = tt.VirtualDevice("acc", memory_bytes=max(int(0.6 * weights), 96 << 10), flops=1e12, link_bandwidth=1e10)
+    compiled = assert_parity(model, args, kwargs, devices=["acc"], machine=device)
+    assert compiled.last_peak_bytes["acc"] <= device.memory_bytes
+    if name != "resnet":
+        assert not all(compiled._plan.placement.chosen.resident)  # some weights stream on every call
