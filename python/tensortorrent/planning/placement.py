@@ -186,19 +186,26 @@ def place(
 
 
 def _refine(context: PlacementContext, budget: int, starts: int = 3) -> None:
-    """Moves one region at a time to another device while the simulated value improves,
-    from each of the `starts` best placements simulated so far, within `budget` new
-    simulations in all."""
+    """Moves runs of one to three consecutive regions to another device while the simulated
+    value improves, from each of the `starts` best placements simulated so far, within
+    `budget` new simulations in all. Runs reach plans where a lone move would first add a
+    transfer and only the next one would remove it."""
     limit = len(context.simulated) + budget
     ranked = sorted(context.simulated.values(), key=rank_key)
+    count, devices = len(context.names), range(len(context.machine.devices))
     for best in ranked[:starts]:
         improved = True
         while improved and len(context.simulated) < limit:
             improved = False
-            for region, device in itertools.product(range(len(best.devices)), range(len(context.machine.devices))):
-                if device == best.devices[region] or math.isinf(context.table[region][device]):
+            for length, first, device in itertools.product((1, 2, 3), range(count), devices):
+                run = range(first, min(first + length, count))
+                if len(run) < length or all(best.devices[r] == device for r in run):
                     continue
-                moved = context.with_residency(best.devices[:region] + (device,) + best.devices[region + 1 :])
+                if any(math.isinf(context.table[r][device]) for r in run):
+                    continue
+                moved = context.with_residency(
+                    best.devices[:first] + (device,) * length + best.devices[first + length :]
+                )
                 if not moved.over_capacity and (best.over_capacity or moved.value < best.value * (1 - 1e-9)):
                     best, improved = moved, True
                 if len(context.simulated) >= limit:
