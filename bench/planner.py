@@ -165,11 +165,11 @@ def greedy_on_declared_machine(compiled) -> dict:
     }
 
 
-def predicted_vs_measured(compiled, x, calls: int) -> dict:
+def predicted_vs_measured(compiled, args: tuple, kwargs: dict, calls: int) -> dict:
     """(d) the simulator's makespan against measured call times, same process."""
     walls = []
     for _ in range(calls + 1):
-        compiled(x)
+        compiled(*args, **kwargs)
         walls.append(compiled.last_report.wall_us / 1e6)
     measured = statistics.median(walls[1:])  # the first call warms up
     predicted = compiled._plan.placement.chosen.measures.latency_s
@@ -203,22 +203,8 @@ def prediction(quick: bool, compiled_declared, x_declared) -> dict:
     for name, (model, args, kwargs) in cpu_workloads(quick).items():
         # Through the executor, so that the last report times every region of a call.
         compiled = tt.compile(model, args, config=tt.CompileConfig(prefer_direct_path=False), example_kwargs=kwargs)
-        walls = []
-        for _ in range(calls + 1):
-            compiled(*args, **kwargs)
-            walls.append(compiled.last_report.wall_us / 1e6)
-        predicted = compiled._plan.placement.chosen.measures.latency_s
-        measured = statistics.median(walls[1:])
-        results[f"cpu/{name}"] = {
-            "devices": ["cpu"],
-            "regions": compiled.region_count,
-            "predicted_s": predicted,
-            "measured_median_s": measured,
-            "measured_min_s": min(walls[1:]),
-            "measured_max_s": max(walls[1:]),
-            "measured_over_predicted": measured / predicted,
-        }
-    results["declared/stack"] = predicted_vs_measured(compiled_declared, x_declared, calls)
+        results[f"cpu/{name}"] = predicted_vs_measured(compiled, args, kwargs, calls)
+    results["declared/stack"] = predicted_vs_measured(compiled_declared, (x_declared,), {}, calls)
     return results
 
 

@@ -172,7 +172,7 @@ class _Lowering:
             kind="transfer",
             region=-1,
             resource=link,
-            resource_name=self.machine.link_names()[link],
+            resource_name=self.machine.link_names[link],
             tier=to_tier,
             src_slots=tuple(sources),
             dst_slots=tuple(copies),

@@ -7,6 +7,7 @@ inputs start; every virtual device adds its own memory tier, joined to RAM by tw
 
 from __future__ import annotations
 
+import functools
 import logging
 from dataclasses import dataclass
 
@@ -62,6 +63,7 @@ class PlanMachine:
         device_tier = to_tier if from_tier == RAM else from_tier
         return 2 * (device_tier - 1) + (0 if from_tier == RAM else 1)
 
+    @functools.cached_property
     def link_names(self) -> list[str]:
         return [f"{d.name}.{way}" for d in self.devices if d.virtual is not None for way in ("h2d", "d2h")]
 
@@ -82,7 +84,7 @@ class PlanMachine:
             bandwidth = (spec.memory_bandwidth or 1e18) if spec else HOST_MEMORY_BYTES_PER_S
             devices.append(_core.DeviceModel(device.name, max(flops, 1.0), bandwidth, device.tier))
         links = []
-        for name, index in zip(self.link_names(), range(len(self.link_names()))):
+        for index, name in enumerate(self.link_names):
             spec = self.device_on_tier(index // 2 + 1).virtual
             ends = (RAM, index // 2 + 1) if index % 2 == 0 else (index // 2 + 1, RAM)
             links.append(_core.LinkModel(name, *ends, spec.link_bandwidth, spec.link_latency_s))

@@ -97,7 +97,7 @@ class PlacementContext:
         self.table = compute_table(runner, costs, machine)
         _check_every_region_runs_somewhere(runner, regions, self.table, machine)
         self.model = machine.core_model(_cpu_flops_per_s(costs))
-        self.problem = _problem(runner, regions, costs, self.table, machine) if len(machine.devices) > 1 else None
+        self.problem = _problem(runner, regions, costs, self.table, machine)
         self.simulated: dict[tuple, Candidate] = {}  # (devices, resident) -> its candidate
 
     def weights(self) -> _core.ObjectiveWeights:
@@ -167,8 +167,9 @@ def place(
     """The best placement of `regions` on `machine` under `objective`, with its finalists.
     Raises PlanningError when no placement fits."""
     context = PlacementContext(runner, regions, costs, machine, objective)
-    if context.problem is None:
-        context.simulate((0,) * len(regions), _single_device_residency(runner, machine, len(regions)))
+    searched = len(machine.devices) > 1
+    if not searched:
+        context.with_residency((0,) * len(regions))
     else:
         search = _core.SearchOptions(threads=max(1, threads), weights=context.weights())
         for found in _core.search_placement(context.problem, search).finalists:
@@ -182,7 +183,7 @@ def place(
         _raise_overflow(ranked[0], machine)
     table = tuple(tuple(row) for row in context.table)
     finalists = tuple(ranked[:FINALISTS])
-    return Placement(machine, objective, table, finalists, searched=context.problem is not None)
+    return Placement(machine, objective, table, finalists, searched=searched)
 
 
 def _refine(context: PlacementContext, budget: int, starts: int = 3) -> None:
@@ -239,21 +240,6 @@ def _fill_residency(context: PlacementContext, starts: int) -> None:
             trial = context.simulate(best.devices, resident)
             if rank_key(trial) < rank_key(best):
                 best = trial
-
-
-def _single_device_residency(runner, machine: PlanMachine, count: int) -> tuple[bool, ...]:
-    """On one device, keep resident the largest regions' parameters that fit; stream the rest."""
-    device = machine.devices[0]
-    if device.virtual is None:
-        return (True,) * count
-    room = _resident_room(runner, device.virtual.memory_bytes, range(count))
-    resident = [False] * count
-    for region in sorted(range(count), key=lambda r: -region_param_bytes(runner, r)):
-        size = region_param_bytes(runner, region)
-        if size <= room:
-            resident[region] = True
-            room -= size
-    return tuple(resident)
 
 
 def _resident_room(runner, memory_bytes: int, regions) -> int:
