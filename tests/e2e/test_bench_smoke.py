@@ -34,7 +34,8 @@ def test_overhead_benchmark_quick_run(tmp_path):
 
 def test_artifact_load_benchmark_quick_run(tmp_path):
     results = run_quick("artifact_load.py", tmp_path / "artifact_load.json", "--dir", str(tmp_path))
-    assert results["max_abs_error"] == 0
+    # A tolerance, not zero: BLAS kernels differ between machines (AMD vs Intel).
+    assert results["max_abs_error"] < 1e-5
     for condition in ("warm", "cold"):
         assert set(results[condition]) == {"read_files_once", "load_compiled", "load_compiled_unverified"}
     assert [p.name for p in tmp_path.iterdir()] == ["artifact_load.json"], "the scratch artifact is removed"

@@ -52,6 +52,20 @@ def test_round_trip(tmp_path, case, config):
     assert loaded.uses_direct_path == compiled.uses_direct_path
 
 
+def test_loaded_weights_are_aligned_and_the_file_is_standard_safetensors(tmp_path):
+    safetensors = pytest.importorskip("safetensors.torch")
+    torch.manual_seed(0)
+    # Odd sizes (7 and 3 floats) would leave the tensors after them unaligned if packed in name order.
+    model = nn.Sequential(nn.Linear(5, 7), nn.Linear(7, 3), nn.Linear(3, 64), nn.LayerNorm(64))
+    args = (torch.randn(2, 5),)
+    tt.compile(model, example_inputs=args).save(tmp_path / "a")
+    loaded = tt.load_compiled(tmp_path / "a")
+    assert all(p.data_ptr() % 64 == 0 for p in loaded.model.parameters())
+    reference = safetensors.load_file(tmp_path / "a" / "weights.safetensors")  # the reference reader accepts it
+    assert {k: v.shape for k, v in reference.items()} == {k: v.shape for k, v in model.state_dict().items()}
+    torch.testing.assert_close(loaded(*args), eager_outputs(model, args, None))
+
+
 def test_tied_weights_stay_tied(tmp_path):
     model = SharedWeight()
     tt.compile(model, example_inputs=(torch.randint(0, 20, (2, 5)),)).save(tmp_path / "a")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import json
 import os
@@ -84,8 +85,9 @@ def _record(name: str, record: Any) -> dict[str, Any]:
     return record
 
 
-def read_file(directory: str, name: str, expected: dict[str, Any] | None) -> bytearray:
-    """The whole file, read once; with `expected`, its size and chunk digests are checked.
+def read_file(directory: str, name: str, expected: dict[str, Any] | None) -> memoryview:
+    """The whole file, read once into a 64-byte-aligned buffer (weights are used in place);
+    with `expected`, its size and chunk digests are checked.
 
     Each chunk is hashed on a thread pool as soon as it has been read, while the next one
     is read (hashlib releases the GIL), so verifying costs little more than the read.
@@ -97,8 +99,7 @@ def read_file(directory: str, name: str, expected: dict[str, Any] | None) -> byt
             if expected is not None and size != expected["size"]:
                 raise ArtifactError(f"{name}: size {size} bytes, expected {expected['size']} (truncated or modified)")
             chunk = expected["chunk_size"] if expected is not None else CHUNK
-            data = bytearray(size)
-            view = memoryview(data)
+            view = aligned_buffer(size)
             pending = []
             for start in range(0, size, chunk):
                 piece = view[start : start + chunk]
@@ -115,7 +116,15 @@ def read_file(directory: str, name: str, expected: dict[str, Any] | None) -> byt
         raise ArtifactError(f"{name}: cannot be read ({error.strerror or error})") from error
     if expected is not None and digests != expected["chunks"]:
         raise ArtifactError(f"{name}: sha256 differs from {INTEGRITY} (the file was modified or corrupted)")
-    return data
+    return view
+
+
+def aligned_buffer(size: int, alignment: int = 64) -> memoryview:
+    """A writable buffer of `size` zero bytes whose first byte is `alignment`-aligned."""
+    backing = bytearray(size + alignment)
+    address = ctypes.addressof(ctypes.c_char.from_buffer(backing))
+    start = -address % alignment
+    return memoryview(backing)[start : start + size]
 
 
 def _sha256(data: memoryview) -> str:

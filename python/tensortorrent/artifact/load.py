@@ -38,7 +38,7 @@ def load_compiled(
     present = list_files(directory)
     records = read_integrity(directory, present) if verify_integrity else None
 
-    def read(name: str) -> bytearray:
+    def read(name: str) -> memoryview:
         if name not in present:
             raise ArtifactError(f"{name}: missing")
         return read_file(directory, name, records[name] if records is not None else None)
@@ -92,9 +92,9 @@ def _check_arguments(path: object, config: object, verify_integrity: object) -> 
     return directory
 
 
-def _parse_manifest(raw: bytearray) -> dict[str, Any]:
+def _parse_manifest(raw: memoryview) -> dict[str, Any]:
     try:
-        manifest = json.loads(raw)
+        manifest = json.loads(bytes(raw))
     except ValueError as error:
         raise ArtifactError(f"{MANIFEST}: not valid JSON ({error})") from error
     return check_manifest(manifest)

@@ -63,7 +63,7 @@ def _meta_like(value: object) -> object:
     return torch.nn.Parameter(meta, value.requires_grad) if isinstance(value, torch.nn.Parameter) else meta
 
 
-def check_safe(data: bytes | bytearray, name: str) -> None:
+def check_safe(data: bytes | bytearray | memoryview, name: str) -> None:
     """Raises UnsafeArtifactError unless the archive holds only the graph's JSON and no tensor data."""
     try:
         archive = zipfile.ZipFile(io.BytesIO(data))
@@ -90,7 +90,7 @@ def _check_config(raw: bytes, where: str) -> None:
         raise UnsafeArtifactError(f"{where}: {pickled[0]!r} is pickled; refusing to unpickle it")
 
 
-def load_program(data: bytes | bytearray, name: str) -> torch.export.ExportedProgram:
+def load_program(data: bytes | bytearray | memoryview, name: str) -> torch.export.ExportedProgram:
     """The program, after check_safe passed; its tensors are meta tensors to be replaced."""
     check_safe(data, name)
     with warnings.catch_warnings():

@@ -1,16 +1,21 @@
-"""Weights as safetensors: written with the safetensors library, read back without copies."""
+"""Weights as safetensors: written with every tensor 64-byte aligned, read back without copies."""
 
 from __future__ import annotations
 
+import ctypes
 import json
 import struct
 from typing import Any
 
 import torch
-from safetensors.torch import save_file
 
 from ..capture.program import BoundTensor
-from ..errors import ArtifactError
+from ..errors import ArtifactError, UnsupportedError
+
+# Where a tensor's bytes start decides which BLAS kernel torch picks, and kernels round
+# differently: a loaded weight must be as aligned as torch's own allocations (64 bytes)
+# for a loaded module to compute exactly as the compiled one did.
+ALIGNMENT = 64
 
 _DTYPES = {
     "F64": torch.float64,
@@ -24,6 +29,7 @@ _DTYPES = {
     "U8": torch.uint8,
     "BOOL": torch.bool,
 }
+_DTYPE_NAMES = {dtype: name for name, dtype in _DTYPES.items()}
 
 
 def save_weights(bound: list[BoundTensor], path: str) -> list[dict[str, Any]]:
@@ -34,7 +40,7 @@ def save_weights(bound: list[BoundTensor], path: str) -> list[dict[str, Any]]:
     for tensor in bound:
         value = tensor.tensor.detach().contiguous()
         storage = value.untyped_storage().data_ptr()
-        # safetensors refuses tensors that share memory; a view of another bound tensor is copied.
+        # A view of another bound tensor is stored on its own (the format holds no aliases).
         tensors[tensor.names[0]] = value.clone() if storage in storages else value
         storages.add(storage)
         entries.append(
@@ -45,11 +51,46 @@ def save_weights(bound: list[BoundTensor], path: str) -> list[dict[str, Any]]:
                 "requires_grad": bool(tensor.tensor.requires_grad),
             }
         )
-    save_file(tensors, path)
+    write_safetensors(tensors, path)
     return entries
 
 
-def tensors_from_safetensors(data: bytearray, name: str) -> dict[str, torch.Tensor]:
+def write_safetensors(tensors: dict[str, torch.Tensor], path: str) -> None:
+    """Writes `tensors` (contiguous, on the CPU) as a safetensors file whose data section and
+    tensors start at multiples of ALIGNMENT where the format allows.
+
+    The format stores tensors back to back, so tensors whose size is a multiple of
+    ALIGNMENT come first (largest first) and stay aligned; the rest follow. The header is
+    padded with spaces, as the format permits, so that the data section is aligned.
+    """
+    for key, value in tensors.items():
+        if value.dtype not in _DTYPE_NAMES:
+            raise UnsupportedError(
+                f"weights: tensor {key!r} has dtype {value.dtype}; artifacts store {', '.join(_DTYPE_NAMES.values())}"
+            )
+    order = sorted(tensors, key=lambda key: (_nbytes(tensors[key]) % ALIGNMENT != 0, -_nbytes(tensors[key]), key))
+    header: dict[str, Any] = {}
+    offset = 0
+    for key in order:
+        value = tensors[key]
+        header[key] = {"dtype": _DTYPE_NAMES[value.dtype], "shape": list(value.shape), "data_offsets": [offset, offset + _nbytes(value)]}
+        offset += _nbytes(value)
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-(8 + len(text)) % ALIGNMENT)
+    with open(path, "wb") as handle:
+        handle.write(struct.pack("<Q", len(text)) + text)
+        for key in order:
+            value = tensors[key]
+            if _nbytes(value):
+                # The tensor's own bytes, without a copy.
+                handle.write((ctypes.c_char * _nbytes(value)).from_address(value.data_ptr()))
+
+
+def _nbytes(tensor: torch.Tensor) -> int:
+    return tensor.numel() * tensor.element_size()
+
+
+def tensors_from_safetensors(data: memoryview, name: str) -> dict[str, torch.Tensor]:
     """The tensors of a safetensors file held in `data`, as views of it where aligned.
 
     Every offset and size is checked against the header, so a damaged file raises
@@ -74,7 +115,7 @@ def tensors_from_safetensors(data: bytearray, name: str) -> dict[str, torch.Tens
     return tensors
 
 
-def _tensor(data: bytearray, start: int, key: str, info: Any, name: str) -> torch.Tensor:
+def _tensor(data: memoryview, start: int, key: str, info: Any, name: str) -> torch.Tensor:
     try:
         dtype = _DTYPES[info["dtype"]]
         shape = [int(d) for d in info["shape"]]
@@ -90,5 +131,6 @@ def _tensor(data: bytearray, start: int, key: str, info: Any, name: str) -> torc
     if nbytes == 0:
         return torch.empty(shape, dtype=dtype)
     raw = torch.frombuffer(data, dtype=torch.uint8, count=nbytes, offset=start + begin)
-    # A view needs its start aligned to the element size; otherwise copy this one tensor.
-    return (raw if (start + begin) % dtype.itemsize == 0 else raw.clone()).view(dtype).reshape(shape)
+    # A view only where it starts as aligned as torch's allocations; otherwise this one
+    # tensor is copied (clone allocates aligned).
+    return (raw if raw.data_ptr() % ALIGNMENT == 0 else raw.clone()).view(dtype).reshape(shape)
