@@ -7,6 +7,11 @@ const char* instruction_kind_name(InstructionKind kind) {
   switch (kind) {
     case InstructionKind::Compute: return "compute";
     case InstructionKind::Transfer: return "transfer";
+    case InstructionKind::Load: return "load";
+    case InstructionKind::Copy: return "copy";
+    case InstructionKind::Spill: return "spill";
+    case InstructionKind::Reload: return "reload";
+    case InstructionKind::Free: return "free";
   }
   // Reachable only through a cast from an out-of-range integer (e.g. from the bindings).
   return "unknown";

@@ -1,4 +1,4 @@
-// One step of a schedule: what it does, which region it serves, and what it waits for.
+// One step of a program: what it does, on which queue, which buffers it reads and writes, and what it waits for.
 #pragma once
 
 #include <cstdint>
@@ -7,14 +7,20 @@
 
 namespace tt {
 
-// The kinds of work a schedule can hold. Later issues add Load, Evict, Spill and Reload;
-// append new kinds so that the numeric values stay stable.
+// The kinds of work a program can hold. Append new kinds so that the numeric values stay
+// stable. Transfer is the planner's copy between tiers from before buffers had operands;
+// it becomes Copy once the planner emits buffers.
 enum class InstructionKind : std::int32_t {
-  Compute,   // run one region's kernel
+  Compute,   // run one region's kernel: reads its inputs, writes its outputs
   Transfer,  // move values between memory tiers; the kernel does the copy
+  Load,      // read a file range (a Disk buffer) into a host buffer
+  Copy,      // copy buffers to buffers (pairwise, equal sizes), between tiers or within one
+  Spill,     // write a host buffer to a Disk buffer in the spill file
+  Reload,    // read a spilled Disk buffer back into a host buffer
+  Free,      // give back the transient buffers it reads; writes nothing
 };
 
-// Stable lowercase name of a kind ("compute", "transfer"), used in reports and traces.
+// Stable lowercase name of a kind ("compute", "transfer", "load", ...), used in reports and traces.
 const char* instruction_kind_name(InstructionKind kind);
 
 // A plain value: copied freely, owned by whoever holds it.
@@ -29,6 +35,12 @@ struct Instruction {
   // negative means no prediction. Reports and traces carry them next to what happened.
   double predicted_start_us = -1.0;
   double predicted_end_us = -1.0;
+  // Operands, checked by Program (a bare Schedule ignores them): the resource queue it
+  // runs on (index into the program's queues; -1 outside a program) and the buffer ids
+  // it reads and writes. A Free reads the buffers it frees.
+  std::int32_t queue = -1;
+  std::vector<std::int64_t> reads;
+  std::vector<std::int64_t> writes;
 };
 
 }  // namespace tt

@@ -1,0 +1,116 @@
+// Arena offsets per tier: residents first, then transients largest first at the lowest free offset.
+#include "tt/ir/memory_plan.h"
+
+#include <algorithm>
+#include <limits>
+#include <numeric>
+
+namespace tt {
+namespace {
+
+constexpr std::size_t kForever = std::numeric_limits<std::size_t>::max();
+
+struct Placed {
+  std::int64_t begin_offset;
+  std::int64_t end_offset;
+  std::size_t begin_rank;
+  std::size_t end_rank;
+  std::size_t buffer;
+};
+
+std::int64_t align_up(std::int64_t value, std::int64_t alignment) {
+  return (value + alignment - 1) / alignment * alignment;
+}
+
+bool in_arena(const Buffer& buffer) {
+  return buffer.lifetime != BufferLifetime::Input && buffer.file < 0 && buffer.bytes > 0;
+}
+
+// The lowest offset >= floor, aligned, where `bytes` fit between the (offset-sorted) conflicts.
+std::int64_t lowest_fit(std::vector<const Placed*>& conflicts, std::int64_t floor, std::int64_t bytes,
+                        std::int64_t alignment) {
+  std::sort(conflicts.begin(), conflicts.end(),
+            [](const Placed* a, const Placed* b) { return a->begin_offset < b->begin_offset; });
+  std::int64_t offset = align_up(floor, alignment);
+  for (const Placed* other : conflicts) {
+    if (offset + bytes <= other->begin_offset) break;
+    offset = std::max(offset, align_up(other->end_offset, alignment));
+  }
+  return offset;
+}
+
+}  // namespace
+
+MemoryPlan plan_memory(const std::vector<Tier>& tiers, const std::vector<Buffer>& buffers,
+                       const std::vector<BufferInterval>& intervals, const std::vector<std::size_t>& rank,
+                       const HappensBefore& order) {
+  MemoryPlan plan;
+  plan.offsets.assign(buffers.size(), -1);
+  plan.arena_bytes.assign(tiers.size(), 0);
+  plan.resident_bytes.assign(tiers.size(), 0);
+  plan.peak_bytes.assign(tiers.size(), 0);
+
+  std::vector<std::size_t> transients;
+  for (std::size_t i = 0; i < buffers.size(); ++i) {
+    const Buffer& buffer = buffers[i];
+    if (!in_arena(buffer)) continue;
+    if (buffer.lifetime == BufferLifetime::Resident) {
+      std::int64_t& end = plan.resident_bytes[buffer.tier];
+      plan.offsets[i] = align_up(end, buffer.alignment);
+      end = plan.offsets[i] + buffer.bytes;
+    } else if (intervals[i].first_write != BufferInterval::npos) {
+      transients.push_back(i);
+    }
+  }
+  // Largest first, then by position: deterministic, and big buffers get the low offsets.
+  std::stable_sort(transients.begin(), transients.end(),
+                   [&](std::size_t a, std::size_t b) { return buffers[a].bytes > buffers[b].bytes; });
+
+  std::vector<std::vector<Placed>> placed(tiers.size());
+  for (std::size_t i : transients) {
+    const Buffer& buffer = buffers[i];
+    const std::size_t begin = rank[intervals[i].first_write];
+    const std::size_t end = intervals[i].free == BufferInterval::npos ? kForever : rank[intervals[i].free];
+    std::vector<const Placed*> conflicts;
+    for (const Placed& other : placed[buffer.tier]) {
+      if (other.begin_rank <= end && begin <= other.end_rank) conflicts.push_back(&other);
+    }
+    const std::int64_t offset =
+        lowest_fit(conflicts, plan.resident_bytes[buffer.tier], buffer.bytes, buffer.alignment);
+    plan.offsets[i] = offset;
+    placed[buffer.tier].push_back({offset, offset + buffer.bytes, begin, end, i});
+  }
+
+  for (std::size_t tier = 0; tier < tiers.size(); ++tier) {
+    std::int64_t arena = plan.resident_bytes[tier];
+    std::vector<std::pair<std::size_t, std::int64_t>> events;  // (rank, +bytes at begin / -bytes after end)
+    for (const Placed& p : placed[tier]) {
+      arena = std::max(arena, p.end_offset);
+      const std::int64_t bytes = p.end_offset - p.begin_offset;
+      events.emplace_back(2 * p.begin_rank, bytes);
+      if (p.end_rank != kForever) events.emplace_back(2 * p.end_rank + 1, -bytes);
+      // Sharing bytes with an earlier buffer is safe only once that buffer is freed.
+      for (const Placed& q : placed[tier]) {
+        const bool shares_bytes = q.begin_offset < p.end_offset && p.begin_offset < q.end_offset;
+        if (!shares_bytes || q.end_rank >= p.begin_rank) continue;
+        const std::size_t freed = intervals[q.buffer].free;
+        const std::size_t written = intervals[p.buffer].first_write;
+        if (!order.precedes(freed, written)) plan.reuse_deps.emplace_back(freed, written);
+      }
+    }
+    std::sort(events.begin(), events.end());
+    std::int64_t live = 0;
+    std::int64_t peak = 0;
+    for (const auto& [when, bytes] : events) {
+      live += bytes;
+      peak = std::max(peak, live);
+    }
+    plan.arena_bytes[tier] = arena;
+    plan.peak_bytes[tier] = plan.resident_bytes[tier] + peak;
+  }
+  std::sort(plan.reuse_deps.begin(), plan.reuse_deps.end());
+  plan.reuse_deps.erase(std::unique(plan.reuse_deps.begin(), plan.reuse_deps.end()), plan.reuse_deps.end());
+  return plan;
+}
+
+}  // namespace tt

@@ -1,0 +1,168 @@
+// Tests of the static memory plan: offsets, reuse, reuse dependencies, capacity, and safety in every run order.
+#include "tt/ir/memory_plan.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <random>
+
+#include "program_builder.h"
+
+namespace tt {
+namespace {
+
+using test::ProgramBuilder;
+
+TEST(MemoryPlanTest, AChainReusesTheSpaceOfFreedBuffers) {
+  ProgramBuilder b;
+  const auto x = b.buffer(128);
+  const auto y = b.buffer(128);
+  const auto z = b.buffer(128);
+  const auto c0 = b.compute({}, {x});
+  const auto c1 = b.compute({x}, {y}, {c0});
+  b.free({x}, {c1});
+  const auto c3 = b.compute({y}, {z}, {c1});
+  b.free({y}, {c3});
+  b.spec.outputs = {z};
+  Program program(b.spec);
+  const MemoryPlan& plan = program.memory_plan();
+  EXPECT_EQ(plan.arena_bytes[0], 256);
+  EXPECT_EQ(plan.peak_bytes[0], 256);
+  EXPECT_EQ(plan.offsets[0], plan.offsets[2]);  // z takes x's place
+  EXPECT_NE(plan.offsets[0], plan.offsets[1]);
+  // c3 writes z into x's bytes, so it must wait for x's free, which it did not.
+  EXPECT_EQ(plan.reuse_deps, (std::vector<std::pair<std::size_t, std::size_t>>{{2, 3}}));
+}
+
+TEST(MemoryPlanTest, ResidentsComeFirstAndInputsAndFileRangesTakeNoArena) {
+  ProgramBuilder b;
+  const auto weight = b.buffer(100, 0, BufferLifetime::Resident);
+  const auto input = b.buffer(4096, 0, BufferLifetime::Input);
+  const auto range = b.buffer(4096, 2, BufferLifetime::Resident, 0, 0);
+  const auto out = b.buffer(64);
+  b.compute({weight, input}, {out});
+  b.spec.outputs = {out};
+  (void)range;
+  Program program(b.spec);
+  const MemoryPlan& plan = program.memory_plan();
+  EXPECT_EQ(plan.offsets, (std::vector<std::int64_t>{0, -1, -1, 128}));  // 100 resident bytes, then aligned to 64
+  EXPECT_EQ(plan.resident_bytes[0], 100);
+  EXPECT_EQ(plan.arena_bytes[0], 192);
+  EXPECT_EQ(plan.arena_bytes[2], 0);
+}
+
+TEST(MemoryPlanTest, ReuseAcrossUnorderedBranchesAddsADependency) {
+  ProgramBuilder b;
+  const auto x = b.buffer(256);
+  const auto y = b.buffer(256);
+  const auto c0 = b.compute({}, {x});
+  const auto c1 = b.compute({x}, {}, {c0});
+  const auto free_x = b.free({x}, {c1});
+  const auto c3 = b.compute({}, {y});  // an independent branch, after x's free in the plan's order
+  b.free({y}, {c3});
+  Program program(b.spec);
+  const MemoryPlan& plan = program.memory_plan();
+  EXPECT_EQ(plan.offsets[0], plan.offsets[1]);
+  EXPECT_EQ(plan.arena_bytes[0], 256);
+  ASSERT_EQ(plan.reuse_deps.size(), 1u);
+  EXPECT_EQ(plan.reuse_deps[0], (std::pair<std::size_t, std::size_t>{2, 3}));
+  const auto& deps = program.schedule()->instructions()[3].deps;
+  EXPECT_NE(std::find(deps.begin(), deps.end(), free_x), deps.end());
+}
+
+TEST(MemoryPlanTest, ATierOverCapacityIsRejectedWithBothFigures) {
+  ProgramBuilder b(/*ram_bytes=*/1000);
+  const auto weight = b.buffer(600, 0, BufferLifetime::Resident);
+  const auto out = b.buffer(600);
+  b.compute({weight}, {out});
+  b.spec.outputs = {out};
+  EXPECT_CONTAINS(test::rejection(b.spec, ErrorCode::ResourceExhausted),
+                  "tier 'ram' needs 1240 bytes (600 resident) but its capacity is 1000 bytes");
+}
+
+// Random programs: each compute reads up to two live buffers and writes one; frees come
+// after a buffer's last reader. Every run order of the final schedule (instructions
+// overlapping at random) must keep live buffers apart in the arena.
+ProgramSpec random_program(std::mt19937& random) {
+  ProgramBuilder b(1 << 30);
+  std::vector<std::pair<std::int64_t, std::vector<std::int64_t>>> live;  // buffer -> instructions touching it
+  for (int step = 0; step < 24; ++step) {
+    std::vector<std::int64_t> reads, deps;
+    for (int k = 0; k < 2 && !live.empty(); ++k) {
+      auto& [buffer, users] = live[random() % live.size()];
+      if (std::find(reads.begin(), reads.end(), buffer) != reads.end()) continue;
+      reads.push_back(buffer);
+      deps.push_back(users.front());  // the writer
+    }
+    const auto out = b.buffer(64 * (1 + random() % 8));
+    std::sort(deps.begin(), deps.end());
+    deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
+    const auto id = b.compute(reads, {out}, deps);
+    for (auto& [buffer, users] : live) {
+      if (std::find(reads.begin(), reads.end(), buffer) != reads.end()) users.push_back(id);
+    }
+    live.push_back({out, {id}});
+    if (live.size() > 3 || random() % 3 == 0) {  // free a random live buffer after all its users
+      const std::size_t victim = random() % live.size();
+      b.free({live[victim].first}, live[victim].second);
+      live.erase(live.begin() + static_cast<std::ptrdiff_t>(victim));
+    }
+  }
+  for (const auto& [buffer, users] : live) b.spec.outputs.push_back(buffer);
+  return b.spec;
+}
+
+TEST(MemoryPlanTest, NoRunOrderOverlapsLiveBuffers) {
+  std::mt19937 random(7);
+  for (int trial = 0; trial < 60; ++trial) {
+    const Program program(random_program(random));
+    const Schedule& schedule = *program.schedule();
+    const MemoryPlan& plan = program.memory_plan();
+    std::map<std::int64_t, std::size_t> position;  // buffer id -> position
+    for (std::size_t i = 0; i < program.buffers().size(); ++i) position[program.buffers()[i].id] = i;
+    for (int order = 0; order < 20; ++order) {
+      std::vector<std::size_t> waiting(schedule.size());
+      for (std::size_t i = 0; i < schedule.size(); ++i) waiting[i] = schedule.dependency_count(i);
+      std::vector<std::size_t> ready = schedule.roots(), running;
+      std::map<std::size_t, std::pair<std::int64_t, std::int64_t>> held;  // buffer position -> [begin, end)
+      std::size_t finished = 0;
+      while (finished < schedule.size()) {
+        // Start a ready instruction or finish a running one, at random.
+        const bool start = !ready.empty() && (running.empty() || random() % 2 == 0);
+        if (start) {
+          const std::size_t pick = random() % ready.size();
+          const std::size_t p = ready[pick];
+          ready.erase(ready.begin() + static_cast<std::ptrdiff_t>(pick));
+          for (std::int64_t id : schedule.instructions()[p].writes) {
+            const std::size_t b = position[id];
+            if (held.count(b)) continue;
+            const std::int64_t begin = plan.offsets[b], end = begin + program.buffers()[b].bytes;
+            for (const auto& [other, range] : held) {
+              ASSERT_FALSE(range.first < end && begin < range.second)
+                  << "trial " << trial << ": buffers " << id << " and " << program.buffers()[other].id << " overlap";
+            }
+            ASSERT_LE(end, plan.arena_bytes[0]);
+            held[b] = {begin, end};
+          }
+          running.push_back(p);
+        } else {
+          const std::size_t pick = random() % running.size();
+          const std::size_t p = running[pick];
+          running.erase(running.begin() + static_cast<std::ptrdiff_t>(pick));
+          const Instruction& done = schedule.instructions()[p];
+          if (done.kind == InstructionKind::Free) {
+            for (std::int64_t id : done.reads) held.erase(position[id]);
+          }
+          ++finished;
+          for (std::size_t s : schedule.successors(p)) {
+            if (--waiting[s] == 0) ready.push_back(s);
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tt
