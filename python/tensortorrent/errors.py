@@ -40,7 +40,7 @@ class InputMismatchError(TensorTorrentError, ValueError):
 
 
 class MemoryCapacityError(TensorTorrentError, MemoryError):
-    """The model's weights exceed every budget together; says what is needed and available."""
+    """The model's weights exceed the memory a plan can keep them in; says what is needed and available."""
 
 
 class PlanningError(TensorTorrentError):
@@ -73,8 +73,9 @@ class NotFoundError(TensorTorrentError, LookupError):
     """A named thing does not exist (native code NotFound)."""
 
 
-class ResourceExhaustedError(TensorTorrentError):
-    """A memory or capacity budget cannot be met (native code ResourceExhausted)."""
+class ResourceExhaustedError(MemoryCapacityError):
+    """A memory or capacity budget cannot be met at run time (native code ResourceExhausted):
+    the native ledger or a program's memory plan refused it."""
 
 
 class IncompatibleError(TensorTorrentError):
