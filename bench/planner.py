@@ -3,12 +3,14 @@
 (a) optimality: random small problems (2-8 regions x 2-3 devices) solved by the search
     and exhaustively; the gap of the search's list-schedule latency to the optimum.
 (b) planning time: a 1,000-region graph (a chain with skip edges) on 4 devices.
-(c) against a greedy sequential fill like Accelerate's device_map="auto": regions in
-    order fill the fastest device until its memory is full, then the next; the rest
-    computes on the host. Both plans are scored by the same latency estimate. Then on a
+(c) against Accelerate's device_map="auto": accelerators in order take whole regions, in
+    order, while they fit, never going back to a device they left; a region that fits on
+    none is offloaded: its weights stay in host RAM and are copied to the first
+    accelerator, where it computes, on every call, synchronously (no prefetch, no overlap
+    with computation). Both plans are scored by the same latency estimate. Then on a
     real model compiled for a declared machine (a fast device with room for a third of
-    the model and a slow one with room for all of it): the compiled plan and the greedy
-    fill, both lowered and simulated.
+    the model and a slow one with room for all of it): the compiled plan and the
+    Accelerate fill, both lowered and simulated.
 (d) predicted vs measured: models compiled for the CPU, and the same real model on the
     declared machine, called repeatedly; the simulator's makespan against the median
     measured wall time of a call (target: within 15%).
@@ -70,17 +72,32 @@ def optimality(instances: int) -> dict:
     }
 
 
+def accelerate_fill(param_bytes: list[int], rooms: list[tuple[int, int]]) -> tuple[list[int], list[bool]]:
+    """Accelerate's device_map="auto" over regions of `param_bytes`, in order: `rooms` are
+    (device, bytes it may hold) in Accelerate's device order. Returns per region its device
+    and whether its weights are resident there; offloaded regions (fitting on no device)
+    compute on the first device with their weights copied from host RAM on every call."""
+    free = [room for _, room in rooms]
+    current = 0  # the device being filled; one that is full is never filled again
+    devices, resident = [], []
+    for nbytes in param_bytes:
+        while current < len(rooms) and free[current] < nbytes:
+            current += 1
+        if current < len(rooms):
+            free[current] -= nbytes
+            devices.append(rooms[current][0])
+            resident.append(True)
+        else:
+            devices.append(rooms[0][0])
+            resident.append(False)
+    return devices, resident
+
+
 def greedy_fill(problem: _core.PlacementProblem) -> tuple[list[int], list[bool]]:
-    """Accelerate-style: fastest device first, regions in order, until its memory is full."""
-    order = sorted(range(1, len(problem.devices)), key=lambda d: problem.regions[0].compute_s[d])
-    free = {d: problem.devices[d].capacity_bytes for d in order}
-    devices = []
-    for region in problem.regions:
-        target = next((d for d in order if free[d] >= region.param_bytes), 0)
-        if target:
-            free[target] -= region.param_bytes
-        devices.append(target)
-    return devices, [True] * len(devices)
+    """Accelerate's fill of the accelerators (devices 1, 2, ... in order; device 0 is the
+    host). The native estimate adds an offloaded region's copy to its compute time."""
+    rooms = [(d, problem.devices[d].capacity_bytes) for d in range(1, len(problem.devices))]
+    return accelerate_fill([region.param_bytes for region in problem.regions], rooms)
 
 
 def large(regions: int, devices: int, runs: int) -> dict:
@@ -99,6 +116,7 @@ def large(regions: int, devices: int, runs: int) -> dict:
         "search_latency_s": result.best_value,
         "greedy_fill_latency_s": greedy,
         "greedy_over_search": greedy / result.best_value,
+        "greedy_offloaded": sum(not r for r in greedy_resident),
         "evaluations": result.evaluations,
     }
 
@@ -135,31 +153,29 @@ def compiled_on_declared_machine(layers: int, width: int, batch: int):
 
 
 def greedy_on_declared_machine(compiled) -> dict:
-    """(c) on a real model: the compiled plan vs Accelerate's greedy fill, both simulated."""
+    """(c) on a real model: the compiled plan vs Accelerate's device_map="auto", both simulated."""
     placement = compiled._plan.placement
     context = PlacementContext(
         compiled._runner, compiled._regions, compiled.region_costs, placement.machine, placement.objective
     )
-    fast, slow = 0, 1
-    # Accelerate keeps what it places resident and never streams: fill the fast device's
-    # memory, less room for activations, in order; the rest goes to the slow one.
+    # Each device holds whole layers up to its memory less room for activations, devices
+    # in their declared order (fast, then slow).
     working = max(region_working_bytes(compiled._runner, r.index) for r in compiled._regions)
-    room = placement.machine.devices[fast].virtual.memory_bytes - 2 * working
-    devices = []
-    for region in compiled._regions:
-        if region.parameter_bytes <= room and slow not in devices:
-            room -= region.parameter_bytes
-            devices.append(fast)
-        else:
-            devices.append(slow)
-    greedy = context.simulate(tuple(devices), (True,) * len(devices))
+    rooms = [(d, device.virtual.memory_bytes - 2 * working) for d, device in enumerate(placement.machine.devices)]
+    devices, resident = accelerate_fill([r.parameter_bytes for r in compiled._regions], rooms)
+    # Prefetch 0: an offloaded layer's weights are copied only once the layer before it has
+    # computed, and the layer waits for them, as Accelerate's offload hooks do.
+    greedy = context._simulate_with(tuple(devices), tuple(resident), prefetch=0)
     chosen = placement.chosen
     return {
         "regions": len(compiled._regions),
         "plan_devices": compiled.region_devices,
         "plan_simulated_s": chosen.measures.latency_s,
+        "plan_value": chosen.value,
         "greedy_devices": [placement.machine.devices[d].name for d in devices],
+        "greedy_offloaded": sum(not r for r in resident),
         "greedy_simulated_s": greedy.measures.latency_s,
+        "greedy_value": greedy.value,
         "greedy_fits": not greedy.over_capacity,
         "greedy_over_plan": greedy.measures.latency_s / chosen.measures.latency_s,
     }
@@ -235,12 +251,12 @@ def main() -> None:
         f"(median of runs; target < 1 s), {big['evaluations']} evaluations"
     )
     print(
-        f"(c) greedy sequential fill {big['greedy_fill_latency_s']:.3f} s vs search {big['search_latency_s']:.3f} s "
-        f"(estimated latency): greedy/search = {big['greedy_over_search']:.2f}"
+        f"(c) Accelerate's device_map=auto {big['greedy_fill_latency_s']:.3f} s vs search "
+        f"{big['search_latency_s']:.3f} s (estimated latency): greedy/search = {big['greedy_over_search']:.2f}"
     )
     real = results["greedy_real_model"]
     print(
-        f"(c) {real['regions']}-layer model on the declared machine, simulated: greedy fill "
+        f"(c) {real['regions']}-layer model on the declared machine, simulated: Accelerate's fill "
         f"{real['greedy_simulated_s'] * 1e3:.1f} ms vs plan {real['plan_simulated_s'] * 1e3:.1f} ms: "
         f"greedy/plan = {real['greedy_over_plan']:.2f}"
     )

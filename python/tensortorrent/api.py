@@ -15,7 +15,8 @@ from .capture.export import check_model
 from .capture.module_graph import ModuleGraph, series
 from .config import CompileConfig
 from .errors import InvalidArgumentError
-from .hardware import resolve_budgets
+from .hardware import discover_devices, resolve_budgets
+from .hardware.devices import names_accelerator
 from .hardware.virtual import VirtualDevice, check_machine
 from .objective import ObjectiveFunction
 from .observe.progress import CompileProgress
@@ -53,7 +54,8 @@ def compile(
     args = _as_args(example_inputs)
     kwargs = _as_kwargs(example_kwargs)
     config = _as_config(config)
-    budgets = resolve_budgets(config)
+    # Accelerators are probed only for a plan that may use one: probing creates CUDA contexts.
+    budgets = resolve_budgets(config, devices=discover_devices(accelerators=names_accelerator(devices)))
     plan_machine = resolve_machine(devices, check_machine(machine), budgets.ram.amount)
     model = check_model(compose(model, args, kwargs) if isinstance(model, ModuleGraph) else model)
     check_fits(weight_bytes(model), budgets)  # before export: the heavy work

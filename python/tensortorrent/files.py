@@ -9,11 +9,13 @@ import tempfile
 def write_text_atomically(path: str | os.PathLike, text: str) -> str:
     """Writes `text` to a temporary file beside `path`, then renames it into place.
 
-    A reader sees the old file or the whole new one, never a partial write; on any error
-    the temporary file is removed and `path` is left as it was. Returns the path written.
+    Missing parent directories are created first. A reader sees the old file or the whole
+    new one, never a partial write; on any error the temporary file is removed and `path`
+    is left as it was. Returns the path written.
     """
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}-", suffix=".tmp", dir=directory)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:

@@ -43,7 +43,23 @@ def test_artifact_load_benchmark_quick_run(tmp_path):
 
 def test_planner_benchmark_quick_run(tmp_path):
     results = run_quick("planner.py", tmp_path / "planner.json")
-    assert 0 <= results["optimality"]["worst_gap"] and results["large"]["greedy_over_search"] > 0
-    assert results["greedy_real_model"]["greedy_fits"] and results["greedy_real_model"]["greedy_over_plan"] > 0
+    # The search is held to within 1% of the exhaustive optimum (cpp/tests, docs/architecture.md).
+    assert results["optimality"]["worst_gap"] <= 0.01
+    real = results["greedy_real_model"]
+    # Accelerate's placement is one the search ranks on the same simulated objective, and the
+    # search is within 1% of the best of all placements (tests/e2e/test_planner_optimality.py).
+    assert real["greedy_fits"] and real["greedy_value"] >= real["plan_value"] / 1.01
+    assert real["greedy_devices"][0] == "fast" and real["greedy_devices"][-1] == "slow"
     assert {"cpu/mlp_1024x12_batch64", "declared/stack"} <= set(results["prediction"])
     assert all(row["predicted_s"] > 0 and row["measured_median_s"] > 0 for row in results["prediction"].values())
+
+
+def test_the_planner_benchmark_fills_as_accelerate_does(monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT / "bench"))
+    from planner import accelerate_fill
+
+    # Device 1 takes 60+30, is left when 50 does not fit, and is not refilled by the 10
+    # that would; device 2 takes 50+10; 80 fits on neither and is offloaded to device 1.
+    devices, resident = accelerate_fill([60, 30, 50, 10, 80], [(1, 100), (2, 70)])
+    assert devices == [1, 1, 2, 2, 1]
+    assert resident == [True, True, True, True, False]

@@ -121,18 +121,22 @@ def test_cpu_count_from_quota_and_affinity(tmp_path):
     assert (explicit.source, explicit.amount) == ("config", 7)
 
 
-def test_early_fit_gate_refuses_a_model_no_budget_holds():
+def test_early_fit_gate_counts_only_host_ram():
     model = nn.Sequential(nn.Linear(256, 256), nn.Linear(256, 256))  # 526,336 bytes of weights
-    config = tt.CompileConfig(ram_budget_bytes=100_000, disk_budget_bytes=100_000)
-    with pytest.raises(tt.MemoryCapacityError) as caught:
-        tt.compile(model, example_inputs=(torch.randn(1, 256),), config=config)
-    message = str(caught.value)
-    assert "need 526336 bytes" in message and "allow 200000 bytes" in message
-    assert "ram: 97.7 KiB (config" in message and "disk: 97.7 KiB (config" in message
+    # Disk and a virtual device with room for it all: no plan can keep weights there instead of RAM.
+    config = tt.CompileConfig(ram_budget_bytes=100_000, disk_budget_bytes=1 << 30)
+    device = tt.VirtualDevice("vgpu", memory_bytes=1 << 30, flops=1e9, link_bandwidth=1e9)
+    for devices in ("cpu", ["vgpu"]):
+        with pytest.raises(tt.MemoryCapacityError) as caught:
+            tt.compile(model, example_inputs=(torch.randn(1, 256),), config=config, devices=devices, machine=device)
+        message = str(caught.value)
+        assert "need 526336 bytes" in message and "host RAM, where a plan keeps them, allows 100000 bytes" in message
+        assert "ram: 97.7 KiB (config: CompileConfig.ram_budget_bytes=100000)" in message
+        assert "disk" not in message and "vgpu" not in message
 
 
-def test_a_model_within_the_budgets_compiles():
-    model = nn.Linear(16, 16)
-    config = tt.CompileConfig(ram_budget_bytes=1 << 20, disk_budget_bytes=1 << 20)
+def test_a_model_within_ram_compiles_whatever_the_disk_budget():
+    model = nn.Linear(16, 16)  # 1,088 bytes
+    config = tt.CompileConfig(ram_budget_bytes=1 << 20, disk_budget_bytes=1)
     compiled = tt.compile(model, example_inputs=(torch.randn(2, 16),), config=config)
     assert compiled(torch.randn(2, 16)).shape == (2, 16)

@@ -1,8 +1,11 @@
-"""`tensortorrent doctor --json` and `validate-hardware` on this (CPU-only) machine."""
+"""`tensortorrent doctor --json` and `validate-hardware` on this (CPU-only) machine, and how the
+command reports a user's error: one line on stderr and status 2."""
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 from tensortorrent.cli.main import main
 
@@ -53,3 +56,39 @@ def test_validate_hardware_on_the_cpu(tmp_path, capsys):
     if not torch.cuda.is_available():
         assert {"kind": "cuda", "status": "absent"} in data["absent"]
     assert "cpu" in capsys.readouterr().out
+
+
+def test_reports_go_into_folders_that_do_not_exist_yet(tmp_path):
+    doctor = tmp_path / "out" / "deeper" / "x.json"
+    main(["doctor", "--json", str(doctor), "--no-bandwidth"])
+    assert json.loads(doctor.read_text())["devices"][0]["name"] == "cpu"
+    validate = tmp_path / "artifacts" / "report.json"
+    assert main(["validate-hardware", "--output", str(validate)]) == 0
+    assert json.loads(validate.read_text())["ok"] is True
+
+
+def test_an_unwritable_report_path_is_one_line_and_status_2(tmp_path, capsys):
+    (tmp_path / "file").write_text("")
+    target = tmp_path / "file" / "x.json"  # a folder cannot be made under a file
+    assert main(["doctor", "--json", str(target), "--no-bandwidth"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("tensortorrent: error: ") and str(tmp_path / "file") in err
+    assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_verbose_shows_the_traceback(tmp_path, capsys):
+    assert main(["-v", "explain", str(tmp_path / "nowhere")]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback (most recent call last)" in err and "tensortorrent.errors.ArtifactError" in err
+    assert err.endswith(f"tensortorrent: error: {tmp_path / 'nowhere'}: no artifact directory there\n")
+
+
+def test_the_command_exits_2_without_a_traceback(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-m", "tensortorrent.cli.main", "explain", str(tmp_path / "nowhere")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2
+    assert done.stderr == f"tensortorrent: error: {tmp_path / 'nowhere'}: no artifact directory there\n"

@@ -2,14 +2,25 @@
 
 from __future__ import annotations
 
+import errno
+import functools
+import logging
 import os
 import shutil
 import tempfile
 from collections.abc import Callable
 
 from .. import _core
-from ..errors import ArtifactError, StorageIOError
+from ..errors import ArtifactError, IncompatibleError, StorageIOError
 from .layout import MANIFEST
+
+log = logging.getLogger(__name__)
+
+# Another saver got there first: an artifact appeared (rename) or went away (exchange).
+RENAME_RACES = (errno.EEXIST, errno.ENOTEMPTY, errno.EBUSY)
+EXCHANGE_RACES = (errno.ENOENT, errno.EBUSY)
+# The file system (or kernel) has no renameat2(RENAME_EXCHANGE).
+EXCHANGE_UNSUPPORTED = (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP)
 
 
 def publish_directory(target: str, write: Callable[[str], None]) -> str:
@@ -19,7 +30,9 @@ def publish_directory(target: str, write: Callable[[str], None]) -> str:
     (an exchange when something is already there), so a crash or a kill at any moment
     leaves either the old or the new artifact, and concurrent savers leave exactly one
     complete artifact. Files and directories are fsynced before the swap and the parent
-    after it, so a save that returned survives a power loss.
+    after it, so a save that returned survives a power loss. On a file system that cannot
+    exchange paths the swap is two renames instead (see _replace_aside): never a mix of
+    the two artifacts, but a crash between them leaves the old one under a `.old-*` name.
     """
     target = os.path.abspath(target)
     parent = os.path.dirname(target)
@@ -56,14 +69,66 @@ def _swap_in(staging: str, target: str) -> None:
         try:
             os.rename(staging, target)  # atomic when nothing (or an empty directory) is there
             return
-        except OSError:
-            pass  # something is there: exchange with it
-        try:
+        except OSError as error:
+            if error.errno not in RENAME_RACES:
+                raise _publish_error(target, error.strerror or str(error)) from error
+        try:  # an artifact is there: exchange with it
             _core.exchange_paths(staging, target)
             return
-        except StorageIOError:
-            continue  # it vanished again; rename once more
+        except IncompatibleError:  # the native side's EINVAL/ENOSYS, or not Linux
+            _replace_aside(staging, target)
+            return
+        except StorageIOError as error:
+            code = _native_errno(error)
+            if code in EXCHANGE_UNSUPPORTED:
+                _replace_aside(staging, target)
+                return
+            if code not in EXCHANGE_RACES:
+                raise _publish_error(target, str(error)) from error
     raise ArtifactError(f"{target}: could not publish the artifact; another process keeps changing the path")
+
+
+def _native_errno(error: StorageIOError) -> int | None:
+    """The OS error behind a native IO error, which carries it only as strerror text."""
+    message = str(error)
+    codes = (*EXCHANGE_UNSUPPORTED, *EXCHANGE_RACES)
+    return next((code for code in codes if message.endswith(os.strerror(code))), None)
+
+
+def _publish_error(target: str, reason: str) -> ArtifactError:
+    return ArtifactError(f"{target}: could not publish the artifact ({reason})")
+
+
+def _replace_aside(staging: str, target: str) -> None:
+    """Replaces `target` without an atomic exchange: the old artifact is renamed aside, the
+    new one renamed in, then the old removed; if the new one cannot go in, the old goes back.
+    A crash in between leaves the old artifact complete under its `.old-*` name."""
+    _note_no_exchange(os.path.dirname(target))
+    # An empty directory of a unique name: renaming a directory onto an empty one replaces it.
+    aside = tempfile.mkdtemp(prefix=f".{os.path.basename(target)}.old-", dir=os.path.dirname(target))
+    try:
+        os.rename(target, aside)
+    except OSError as error:
+        os.rmdir(aside)
+        raise _publish_error(target, f"moving the previous artifact aside: {error.strerror or error}") from error
+    try:
+        os.rename(staging, target)
+    except OSError as error:
+        try:
+            os.rename(aside, target)
+        except OSError:  # another saver's complete artifact is there now; ours and the old go
+            shutil.rmtree(aside, ignore_errors=True)
+        raise _publish_error(target, f"renaming the new artifact in: {error.strerror or error}") from error
+    shutil.rmtree(aside, ignore_errors=True)
+
+
+@functools.cache
+def _note_no_exchange(directory: str) -> None:
+    log.info(
+        "%s: the file system cannot exchange two paths atomically (renameat2 RENAME_EXCHANGE); "
+        "artifacts here are replaced by renaming the old one aside first",
+        directory,
+    )
 
 
 def _fsync_path(path: str) -> None:

@@ -73,7 +73,11 @@ def write_safetensors(tensors: dict[str, torch.Tensor], path: str) -> None:
     offset = 0
     for key in order:
         value = tensors[key]
-        header[key] = {"dtype": _DTYPE_NAMES[value.dtype], "shape": list(value.shape), "data_offsets": [offset, offset + _nbytes(value)]}
+        header[key] = {
+            "dtype": _DTYPE_NAMES[value.dtype],
+            "shape": list(value.shape),
+            "data_offsets": [offset, offset + _nbytes(value)],
+        }
         offset += _nbytes(value)
     text = json.dumps(header, separators=(",", ":")).encode()
     text += b" " * (-(8 + len(text)) % ALIGNMENT)

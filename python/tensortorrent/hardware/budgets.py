@@ -42,11 +42,6 @@ class Budgets:
     cpus: Budget
     devices: dict[str, Budget]
 
-    @property
-    def memory_tiers(self) -> list[Budget]:
-        """Every tier that can hold weights: host RAM, each device, then disk."""
-        return [self.ram, *self.devices.values(), self.disk]
-
 
 def reserve(amount: int) -> int:
     """What an inferred figure leaves for the rest of the machine."""
@@ -54,10 +49,13 @@ def reserve(amount: int) -> int:
 
 
 def resolve_budgets(config: CompileConfig | None = None, host=None, devices: list[DeviceInfo] | None = None) -> Budgets:
-    """Resolves every budget; `host` and `devices` default to probing this machine now."""
+    """Resolves every budget; `host` defaults to probing this machine now, `devices` to the
+    CPU alone: accelerators get budgets only when the caller discovered them (doctor, or a
+    compile for a device that names one), since reading their free memory creates a CUDA
+    context on each."""
     config = config or CompileConfig()
     host = host if host is not None else probe()
-    devices = devices if devices is not None else discover_devices()
+    devices = devices if devices is not None else discover_devices(accelerators=False)
     spill_dir = config.spill_dir or DEFAULT_SPILL_DIR
     return Budgets(
         ram=_ram(config, host),

@@ -36,15 +36,33 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def discover_devices() -> list[DeviceInfo]:
-    """The CPU, then every accelerator torch can see. Memory of the CPU is a host tier."""
+def discover_devices(accelerators: bool = True, live: bool = True) -> list[DeviceInfo]:
+    """The CPU, then (with `accelerators`) every accelerator torch can see. Memory of the
+    CPU is a host tier.
+
+    `live` adds each CUDA device's free memory and its peers. cudaMemGetInfo and the peer
+    query create a CUDA context on every device (hundreds of MiB each, held until exit),
+    so callers that need only what each device is (the fingerprint) pass live=False:
+    device counts and properties come from the runtime without a context.
+    """
     devices = [DeviceInfo(name="cpu", kind="cpu", model=cpu_model(), total_bytes=None, free_bytes=None)]
+    if not accelerators:
+        return devices
     if torch.cuda.is_available():
-        devices += [_cuda(index) for index in range(torch.cuda.device_count())]
+        devices += [_cuda(index, live) for index in range(torch.cuda.device_count())]
     xpu = getattr(torch, "xpu", None)
     if xpu is not None and xpu.is_available():
         devices += [_xpu(index) for index in range(xpu.device_count())]
     return devices
+
+
+def names_accelerator(devices: object) -> bool:
+    """Whether tt.compile's `devices` names a real accelerator (cuda*, xpu*): only then may
+    a plan use one, and so only then is there a reason to discover them."""
+    requested = [devices] if isinstance(devices, str) else devices
+    return isinstance(requested, (list, tuple)) and any(
+        isinstance(name, str) and name.startswith(ACCELERATOR_KINDS) for name in requested
+    )
 
 
 def absent_kinds(devices: list[DeviceInfo]) -> list[str]:
@@ -53,20 +71,20 @@ def absent_kinds(devices: list[DeviceInfo]) -> list[str]:
     return [kind for kind in ACCELERATOR_KINDS if kind not in present]
 
 
-def _cuda(index: int) -> DeviceInfo:
+def _cuda(index: int, live: bool) -> DeviceInfo:
     properties = torch.cuda.get_device_properties(index)
-    free, total = torch.cuda.mem_get_info(index)
+    free = int(torch.cuda.mem_get_info(index)[0]) if live else None
     peers = tuple(
         f"cuda:{other}"
         for other in range(torch.cuda.device_count())
-        if other != index and torch.cuda.can_device_access_peer(index, other)
+        if live and other != index and torch.cuda.can_device_access_peer(index, other)
     )
     return DeviceInfo(
         name=f"cuda:{index}",
         kind="cuda",
         model=properties.name,
-        total_bytes=int(total),
-        free_bytes=int(free),
+        total_bytes=int(properties.total_memory),  # the figure cudaMemGetInfo reports, without a context
+        free_bytes=free,
         capability=f"{properties.major}.{properties.minor}",
         peers=peers,
     )

@@ -166,3 +166,39 @@ def _schedule_lines(plan: ExecutionPlan) -> list[str]:
             f"after {deps}{predicted}"
         )
     return lines
+
+
+def explain_saved(manifest: dict, inputs: str, plan: ExecutionPlan, verdict: str) -> str:
+    """The report of a saved artifact from its manifest alone (no weights, no program);
+    `verdict` says whether this machine would replay the saved plan or plan again."""
+    costs = (manifest["predicted_costs"] or {}).get("regions", [])
+    lines = [
+        f"TensorTorrent plan for {manifest['model_name']} (saved by tensortorrent {manifest['tensortorrent']}, "
+        f"torch {manifest['torch']})",
+        f"  on this machine: {verdict}",
+        f"  inputs: {inputs}",
+        f"  regions: {len(manifest['regions'])}; "
+        f"weights: {format_bytes(sum(r.get('parameter_bytes', 0) for r in manifest['regions']))}",
+        "  config: " + ", ".join(f"{k}={v}" for k, v in manifest["config"].items()),
+        "",
+        "Regions",
+        f"  {'region':<24} {'ops':>5} {'params':>11} {'MFLOP':>9} {'cpu ms':>8} {'device':<8} depends on",
+    ]
+    for position, (region, device) in enumerate(zip(manifest["regions"], plan.devices)):
+        cost = costs[position] if position < len(costs) and isinstance(costs[position], dict) else {}
+        name = f"r{region['index']}" + (f":{region['layer']}" if region.get("layer") else "")
+        flops = f"{cost['flops'] / 1e6:.2f}" if isinstance(cost.get("flops"), (int, float)) else "-"
+        measured = cost.get("cpu_seconds")
+        measured = f"{measured * 1e3:.3f}" if isinstance(measured, (int, float)) else "-"
+        deps = ", ".join(f"r{d}" for d in region.get("deps", [])) or "-"
+        lines.append(
+            f"  {name:<24} {len(region['operations']):>5} {format_bytes(region.get('parameter_bytes', 0)):>11} "
+            f"{flops:>9} {measured:>8} {device:<8} {deps}"
+        )
+    lines += ["", "Schedule", *_schedule_lines(plan)]
+    lines += [
+        "",
+        f"Execution: up to {plan.max_concurrent} instruction(s) at once; stall timeout {plan.stall_timeout_s:g} s",
+        f"Direct path: {plan.direct_reason}",
+    ]
+    return "\n".join(lines)

@@ -1,4 +1,4 @@
-"""The early-fit gate: refuse, before any heavy work, a model no budget can hold."""
+"""The early-fit gate: refuse, before any heavy work, a model no plan could hold."""
 
 from __future__ import annotations
 
@@ -21,12 +21,17 @@ def weight_bytes(model: nn.Module) -> int:
 
 
 def check_fits(needed: int, budgets: Budgets) -> None:
-    """Raises MemoryCapacityError when `needed` bytes exceed all memory tiers together."""
-    tiers = budgets.memory_tiers
-    available = sum(tier.amount for tier in tiers)
-    if needed > available:
-        per_tier = "; ".join(f"{t.tier}: {format_bytes(t.amount)} ({t.source}: {t.detail})" for t in tiers)
+    """Raises MemoryCapacityError when `needed` bytes of weights exceed the host RAM budget.
+
+    Host RAM is the only tier a plan can keep weights in today: every plan holds all of
+    them there for the whole call (a virtual device's resident parameters are copies of
+    RAM's, see planning/lowering.py), and no plan spills to disk or computes on a real
+    accelerator yet, so their budgets would only hide a model that cannot run.
+    """
+    ram = budgets.ram
+    if needed > ram.amount:
         raise MemoryCapacityError(
-            f"the model's weights need {needed} bytes ({format_bytes(needed)}), but all budgets together "
-            f"allow {available} bytes ({format_bytes(available)}): {per_tier}"
+            f"the model's weights need {needed} bytes ({format_bytes(needed)}), but host RAM, where a plan "
+            f"keeps them, allows {ram.amount} bytes ({format_bytes(ram.amount)}): "
+            f"ram: {format_bytes(ram.amount)} ({ram.source}: {ram.detail})"
         )
