@@ -25,12 +25,9 @@ def compile_chain(config=ONE_OP_REGIONS, stages: int = 4):
 
 
 @pytest.mark.parametrize("config", [ONE_OP_REGIONS, None], ids=["executor", "direct"])
-def test_cancel_before_a_call(hooks, config):
+def test_cancel_with_no_call_running_cancels_no_later_call(hooks, config):
     model, x, compiled = compile_chain(config)
     compiled.request_cancel()
-    with pytest.raises(tt.ExecutionCancelled):
-        compiled(x)
-    assert hooks.calls == []
     torch.testing.assert_close(compiled(x), eager_outputs(model, (x,)))
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import torch
@@ -14,13 +15,15 @@ from .. import _core
 from ..capture.program import NormalizedProgram
 from ..capture.signature import InputSignature
 from ..config import CompileConfig
-from ..errors import ExecutionCancelled, TensorTorrentError
+from ..errors import ExecutionCancelled, ExecutionStalled, TensorTorrentError
 from ..files import write_text_atomically
 from ..observe.explain import explain
 from ..partition import Region
 from ..planning import ExecutionPlan
 from ..planning.costs import RegionCost, measure_cpu_seconds, region_costs
+from ..planning.plan import usable_cores
 from ..planning.profile_cache import PROFILES
+from .call_handle import CallHandle
 from .program_runner import ProgramRunner, detach_outputs
 from .tiered_runner import TieredProgram
 
@@ -71,7 +74,12 @@ class CompiledModule(nn.Module):
             )
         self._origin = origin
         self._costs = region_costs(regions, cpu_seconds)
-        self._cancel = _core.CancelToken()
+        # Each call has its own cancel token; request_cancel() reaches the calls running now.
+        self._in_flight: set[_core.CancelToken] = set()
+        self._in_flight_lock = threading.Lock()
+        # Calls that write buffers back into the model's shared tensors run one at a time.
+        self._mutation_lock = threading.Lock() if self._runner.mutations else None
+        self._submit_pool: ThreadPoolExecutor | None = None
         # The calling thread runs regions too, so the pool only needs the rest of the slots.
         self._executor = None if plan.direct else _core.Executor(workers=max(1, plan.max_concurrent - 1))
         self._submodules = tuple(model.modules())
@@ -82,16 +90,47 @@ class CompiledModule(nn.Module):
         self._last_peaks: dict[str, int] = {}
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
-        flat = self._signature.flatten(args, kwargs)
-        if self._plan.direct:
-            return self._call_direct(flat, args, kwargs)
-        if self._tiered is not None:
-            return self._call_tiered(flat)
-        call = self._runner.new_call(flat)
-        self._set_report(self._run(call.run_region_on_worker))
-        return call.finish()
+        return self._call(args, kwargs, _core.CancelToken())[0]
 
-    def _run(self, kernel) -> _core.RunReport:
+    def submit(self, *args: Any, **kwargs: Any) -> CallHandle:
+        """Starts a call on a background thread and returns its handle at once: the handle
+        gives the result, cancels this call alone, and keeps this call's own report."""
+        token = _core.CancelToken()
+        with self._in_flight_lock:
+            if self._submit_pool is None:
+                self._submit_pool = ThreadPoolExecutor(
+                    max_workers=usable_cores(), thread_name_prefix="tensortorrent-call"
+                )
+            pool = self._submit_pool
+        return CallHandle(pool.submit(self._call, args, kwargs, token), token, self.report_of)
+
+    def _call(self, args: tuple, kwargs: dict, token: _core.CancelToken) -> tuple[Any, _core.RunReport | float]:
+        """Runs one call under its own cancel token; returns its outputs and its report."""
+        flat = self._signature.flatten(args, kwargs)
+        with self._in_flight_lock:
+            self._in_flight.add(token)
+        try:
+            if self._mutation_lock is None:
+                outputs, report = self._dispatch(flat, args, kwargs, token)
+            else:
+                with self._mutation_lock:
+                    outputs, report = self._dispatch(flat, args, kwargs, token)
+        finally:
+            with self._in_flight_lock:
+                self._in_flight.discard(token)
+        self._set_report(report)
+        return outputs, report
+
+    def _dispatch(self, flat: list[Any], args: tuple, kwargs: dict, token: _core.CancelToken):
+        if self._plan.direct:
+            return self._call_direct(flat, args, kwargs, token)
+        if self._tiered is not None:
+            return self._call_tiered(flat, token)
+        call = self._runner.new_call(flat)
+        report = self._run(call.run_region_on_worker, token)
+        return call.finish(), report
+
+    def _run(self, kernel, token: _core.CancelToken) -> _core.RunReport:
         plan = self._plan
         with torch.no_grad():  # the caller's thread runs regions too
             return self._executor.run(
@@ -99,22 +138,28 @@ class CompiledModule(nn.Module):
                 kernel,
                 max_concurrent=plan.max_concurrent,
                 stall_timeout_s=plan.stall_timeout_s,
-                cancel=self._cancel,
+                cancel=token,
             )
 
-    def _call_tiered(self, flat: list[Any]) -> Any:
+    def _call_tiered(self, flat: list[Any], token: _core.CancelToken):
         # One call at a time: the plan gives each device's memory to a single call.
-        with self._tiered.call_lock:
-            call = self._tiered.new_call(flat)
-            try:
-                self._set_report(self._run(call.run_step))
-                return call.finish()
-            finally:
-                call.abandon()
-                self._last_peaks = self._tiered.peaks()
+        tiered = self._tiered
+        tiered.call_lock.acquire()
+        call = tiered.new_call(flat)
+        stalled = False
+        try:
+            report = self._run(call.run_step, token)
+            return call.finish(), report
+        except ExecutionStalled:
+            stalled = True
+            raise
+        finally:
+            self._last_peaks = tiered.peaks()
+            # After a stall the stuck step still runs: the next call waits until it returns.
+            call.end(tiered.call_lock.release, steps_may_run=stalled)
 
-    def _call_direct(self, flat: list[Any], args: tuple, kwargs: dict) -> Any:
-        if self._cancel.consume():
+    def _call_direct(self, flat: list[Any], args: tuple, kwargs: dict, token: _core.CancelToken):
+        if token.consume():
             raise ExecutionCancelled("call cancelled before its first region")
         start = time.perf_counter()
         with torch.no_grad():
@@ -128,8 +173,7 @@ class CompiledModule(nn.Module):
                 # of nn.TransformerEncoderLayer) that the captured graph spells out.
                 outputs = detach_outputs(self.model(*args, **kwargs))
         # Only the duration is kept; the report is built if someone asks for it.
-        self._set_report((time.perf_counter() - start) * 1e6)
-        return outputs
+        return outputs, (time.perf_counter() - start) * 1e6
 
     def _direct_report(self, elapsed_us: float) -> _core.RunReport:
         records = [
@@ -150,19 +194,27 @@ class CompiledModule(nn.Module):
         return _core.RunReport(records=records, wall_us=elapsed_us, workers=1)
 
     def _set_report(self, report: _core.RunReport | float) -> None:
+        # The last call to finish, whichever thread ran it.
         with self._report_lock:
             self._last_report[:] = [report]
 
     def request_cancel(self) -> None:
-        """Makes the running call, or the next one, raise ExecutionCancelled before its next region."""
-        self._cancel.request()
+        """Makes every call running at this moment raise ExecutionCancelled before its next
+        region; calls that start later are not affected."""
+        with self._in_flight_lock:
+            for token in self._in_flight:
+                token.request()
 
     @property
     def last_report(self) -> _core.RunReport | None:
         """Per-instruction telemetry of the most recent call that finished (None before any)."""
         with self._report_lock:
             last = self._last_report[0] if self._last_report else None
-        return self._direct_report(last) if isinstance(last, float) else last
+        return self.report_of(last)
+
+    def report_of(self, report: _core.RunReport | float | None) -> _core.RunReport | None:
+        """A call's report: a direct-path call keeps only its duration until asked."""
+        return self._direct_report(report) if isinstance(report, float) else report
 
     @property
     def region_devices(self) -> list[str]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -93,9 +94,25 @@ class TieredCall:
         self._readers_left = list(lowered.readers)
         self._held: set[int] = set()  # slots on a device whose bytes are counted
         self._lock = threading.Lock()
+        self._running = 0  # steps in progress
+        self._on_idle: Callable[[], None] | None = None  # set by end() while steps still run
 
     def run_step(self, step_id: int) -> None:
         """Runs step `step_id` on a thread of the executor; its inputs must be ready."""
+        with self._lock:
+            self._running += 1
+        try:
+            self._run_step(step_id)
+        finally:
+            with self._lock:
+                self._running -= 1
+                on_idle = self._on_idle if self._running == 0 else None
+                if on_idle is not None:
+                    self._on_idle = None
+            if on_idle is not None:
+                on_idle()
+
+    def _run_step(self, step_id: int) -> None:
         torch.set_grad_enabled(False)  # grad mode is per thread
         start = time.perf_counter()
         program, env = self._program, self.env
@@ -143,8 +160,19 @@ class TieredCall:
         flat = [env[slot] if slot is not None else constant for slot, constant in lowered.outputs]
         return detach_outputs(pytree.tree_unflatten(flat, self._program.runner.out_spec))
 
-    def abandon(self) -> None:
-        """Gives back the device memory a failed or cancelled call still holds."""
+    def end(self, release: Callable[[], None], steps_may_run: bool) -> None:
+        """Ends the call: gives back the device memory it still holds, then calls `release`
+        (which lets the next call start). With `steps_may_run` (after a stall), both wait
+        until the last step still running returns, so no two calls ever share a device."""
+
+        def finish() -> None:
+            with self._lock:
+                for slot in list(self._held):
+                    self._give_back(slot)
+            release()
+
         with self._lock:
-            for slot in list(self._held):
-                self._give_back(slot)
+            if steps_may_run and self._running:
+                self._on_idle = finish
+                return
+        finish()

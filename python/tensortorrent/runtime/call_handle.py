@@ -1,0 +1,39 @@
+"""CallHandle: one call started by CompiledModule.submit, with its own cancellation and report."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Any
+
+from .. import _core
+
+
+class CallHandle:
+    """A call in flight. Thread-safe: any thread may wait on it or cancel it."""
+
+    def __init__(self, future: Future, token: _core.CancelToken, report_of: Callable) -> None:
+        """`future` gives (outputs, raw report); `report_of` turns a raw report into a RunReport."""
+        self._future = future
+        self._token = token
+        self._report_of = report_of
+
+    def result(self, timeout: float | None = None) -> Any:
+        """The call's outputs, waiting up to `timeout` seconds (None: as long as it takes).
+        Raises what the call raised (ExecutionCancelled after cancel()), or TimeoutError."""
+        return self._future.result(timeout)[0]
+
+    def cancel(self) -> None:
+        """Stops this call before its next region (or before it starts); other calls go on."""
+        self._token.request()
+
+    def done(self) -> bool:
+        """True once the call has finished, failed or been cancelled."""
+        return self._future.done()
+
+    @property
+    def report(self) -> _core.RunReport | None:
+        """This call's telemetry once it finished successfully; None before, or if it failed."""
+        if not self._future.done() or self._future.exception() is not None:
+            return None
+        return self._report_of(self._future.result()[1])

@@ -1,0 +1,135 @@
+"""Per-call handles: submit, result, cancel, done and each call's own report; request_cancel
+reaches only the calls running at that moment; calls that mutate buffers run one at a time."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+import torch
+from torch import nn
+
+import tensortorrent as tt
+from conftest import ProbeChain, eager_outputs
+
+ONE_OP_REGIONS = tt.CompileConfig(max_region_nodes=1)
+
+
+@pytest.fixture
+def chain(hooks):
+    torch.manual_seed(0)
+    model = ProbeChain(stages=4)
+    x = torch.randn(2, 8)
+    compiled = tt.compile(model, example_inputs=(x,), config=ONE_OP_REGIONS)
+    hooks.calls.clear()
+    return model, x, compiled
+
+
+def test_submit_returns_a_handle_with_the_result_and_its_own_report(chain):
+    model, x, compiled = chain
+    handle = compiled.submit(x)
+    torch.testing.assert_close(handle.result(timeout=30), eager_outputs(model, (x,)))
+    assert handle.done()
+    assert len(handle.report.records) == compiled.region_count and all(r.ran for r in handle.report.records)
+
+
+def test_cancelling_one_handle_leaves_a_concurrent_call_alone(chain, hooks):
+    model, x, compiled = chain
+    gate, first_waiting = threading.Event(), threading.Event()
+
+    def hold_the_first_call(tag):
+        if tag == 0 and threading.current_thread().name.startswith("tensortorrent-call") and not gate.is_set():
+            first_waiting.set()
+            gate.wait(timeout=30)
+
+    hooks.on_probe = hold_the_first_call
+    first = compiled.submit(x)
+    assert first_waiting.wait(timeout=30)
+    first.cancel()
+    second = compiled(x)  # runs on this thread meanwhile, untouched by the cancel
+    gate.set()
+    with pytest.raises(tt.ExecutionCancelled):
+        first.result(timeout=30)
+    assert first.done() and first.report is None
+    torch.testing.assert_close(second, eager_outputs(model, (x,)))
+
+
+def test_request_cancel_stops_every_call_in_flight_and_no_later_one(chain, hooks):
+    model, x, compiled = chain
+    gate, waiting = threading.Event(), threading.Semaphore(0)
+
+    def hold(tag):
+        if tag == 0 and not gate.is_set():
+            waiting.release()
+            gate.wait(timeout=30)
+
+    hooks.on_probe = hold
+    handles = [compiled.submit(x) for _ in range(2)]
+    for _ in handles:
+        assert waiting.acquire(timeout=30)
+    compiled.request_cancel()
+    gate.set()
+    for handle in handles:
+        with pytest.raises(tt.ExecutionCancelled):
+            handle.result(timeout=30)
+    hooks.on_probe = None
+    torch.testing.assert_close(compiled.submit(x).result(timeout=30), eager_outputs(model, (x,)))
+
+
+class RunningCount(nn.Module):
+    """Adds its input to a buffer on every call and returns the buffer: a mutation."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("total", torch.zeros(4))
+
+    def forward(self, x):
+        self.total.add_(x)
+        return self.total * 1.0
+
+
+def test_calls_that_mutate_buffers_run_one_at_a_time():
+    model = RunningCount()
+    compiled = tt.compile(model, example_inputs=(torch.zeros(4),), config=ONE_OP_REGIONS)
+    start = model.total.clone()
+    handles = [compiled.submit(torch.ones(4)) for _ in range(16)]
+    outputs = sorted(float(h.result(timeout=60)[0]) for h in handles)
+    # Serialized: every call saw its own predecessor's total, none was lost.
+    assert outputs == [float(start[0]) + k for k in range(1, 17)]
+    torch.testing.assert_close(model.total, start + 16)
+
+
+def test_after_a_stall_the_next_tiered_call_waits_for_the_stuck_step():
+    torch.manual_seed(0)
+    chain = ProbeChain(stages=4, width=64).eval()
+    layer = (64 * 64 + 64) * 4
+    device = tt.VirtualDevice("quick", memory_bytes=int(2.5 * layer), flops=1e12, link_bandwidth=1e10)
+    x = torch.randn(2, 64)
+    compiled = tt.compile(chain, (x,), config=ONE_OP_REGIONS, devices=["quick"], machine=device)
+    tiered = compiled._tiered
+    resident = tiered.memories[1].held
+    call = tiered.new_call([x])
+    stuck, running = threading.Event(), threading.Event()
+
+    def stuck_step(step_id):
+        running.set()
+        stuck.wait(timeout=30)
+
+    call._run_step = stuck_step  # a step that outlives the watchdog
+    tiered.call_lock.acquire()
+    worker = threading.Thread(target=call.run_step, args=(0,))
+    worker.start()
+    assert running.wait(timeout=30)
+    released = threading.Event()
+
+    def release():
+        tiered.call_lock.release()
+        released.set()
+
+    call.end(release, steps_may_run=True)  # what a stalled call does
+    assert not released.is_set() and tiered.call_lock.locked(), "the next call must not start yet"
+    stuck.set()
+    worker.join(timeout=30)
+    assert released.is_set() and not tiered.call_lock.locked()
+    assert tiered.memories[1].held == resident
+    torch.testing.assert_close(compiled(x), eager_outputs(chain, (x,)))
