@@ -2,6 +2,7 @@
 #include "tt/runtime/executor.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <exception>
@@ -19,26 +20,30 @@ namespace tt {
 
 using Clock = std::chrono::steady_clock;
 
-// Bookkeeping of one run(). Shared by the caller and every Task of the run, so it stays
-// alive for kernels still running after run() gave up on a stall.
+// Bookkeeping of one run(). Shared by the caller, every Task and every pending
+// Completion of the run, so it stays alive for work still running after run() gave up on
+// a stall.
 struct RunState {
-  RunState(std::shared_ptr<const Schedule> schedule_in, Kernel kernel_in, RunOptions options_in)
+  RunState(std::shared_ptr<const Schedule> schedule_in, AsyncKernel kernel_in, RunOptions options_in)
       : schedule(std::move(schedule_in)),
         kernel(std::move(kernel_in)),
         options(std::move(options_in)),
         records(schedule->size()),
         start(Clock::now()),
+        queue_in_flight(options.queue_capacities.size() + 1, 0),
+        held(options.queue_capacities.size() + 1),
         last_progress(start) {
     remaining.reserve(schedule->size());
     for (std::size_t i = 0; i < schedule->size(); ++i) remaining.push_back(schedule->dependency_count(i));
   }
 
   const std::shared_ptr<const Schedule> schedule;
-  const Kernel kernel;
+  const AsyncKernel kernel;
   const RunOptions options;
 
-  // records[i] is written only by the worker that runs instruction i, before it reports
-  // the finish under `mutex`; the caller reads it only after in_flight reaches zero.
+  // records[i] is written only by the thread that starts instruction i and the one that
+  // completes it, in that order, before the finish is reported under `mutex`; the caller
+  // reads it only after in_flight reaches zero.
   std::vector<InstructionRecord> records;
   const Clock::time_point start;
 
@@ -48,13 +53,15 @@ struct RunState {
   std::condition_variable changed;
   std::uint64_t queued_epoch = 0;  // bumped whenever instructions of this run are queued
   std::vector<std::size_t> remaining;  // unfinished dependencies per instruction
-  // Dispatched instructions (queued or running). When zero the run is over: each
-  // finish dispatches its newly ready successors before giving up its own slot.
+  // Dispatched instructions (queued, running or waiting for their completion). When zero
+  // the run is over: each finish dispatches its newly ready successors first.
   std::size_t in_flight = 0;
+  std::vector<std::size_t> queue_in_flight;  // the same, per queue; the last slot: instructions without a queue
   std::size_t finished = 0;
-  std::set<std::size_t> running;  // positions whose kernel is executing, for the stall message
-  // Ready but not dispatched because max_concurrent were in flight; lowest position first.
-  std::priority_queue<std::size_t, std::vector<std::size_t>, std::greater<>> held;
+  std::set<std::size_t> running;  // positions whose work is in progress, for the stall message
+  // Ready but not dispatched because their queue was full; lowest position first.
+  using Held = std::priority_queue<std::size_t, std::vector<std::size_t>, std::greater<>>;
+  std::vector<Held> held;
   bool failed = false;        // no instruction may start any more
   std::exception_ptr error;   // the first failure; rethrown by run()
   Clock::time_point last_progress;
@@ -65,21 +72,31 @@ struct RunState {
 
   const Instruction& instruction(std::size_t index) const { return schedule->instructions()[index]; }
 
+  // The queue slot of an instruction: its queue, or the shared slot after the queues.
+  std::size_t queue_of(std::size_t index) const {
+    const std::int32_t queue = instruction(index).queue;
+    return queue < 0 ? options.queue_capacities.size() : static_cast<std::size_t>(queue);
+  }
+
+  bool has_room(std::size_t queue) const {
+    if (queue < options.queue_capacities.size()) {
+      return queue_in_flight[queue] < static_cast<std::size_t>(options.queue_capacities[queue]);
+    }
+    return options.max_concurrent == 0 || queue_in_flight[queue] < static_cast<std::size_t>(options.max_concurrent);
+  }
+
   // Requires `mutex`. True when nothing has finished for longer than the stall timeout.
-  bool stalled(Clock::time_point now) const {
-    return now - last_progress > std::chrono::duration<double>(options.stall_timeout_s);
-  }
+  bool stalled(Clock::time_point now) const;
 
-  bool under_cap() const {
-    return options.max_concurrent == 0 || in_flight < static_cast<std::size_t>(options.max_concurrent);
-  }
-
-  // Requires `mutex`. Moves held instructions into `dispatch` while the cap allows.
+  // Requires `mutex`. Moves held instructions into `dispatch` while their queues have room.
   void release_held(std::vector<std::size_t>& dispatch) {
-    while (!held.empty() && under_cap()) {
-      ++in_flight;
-      dispatch.push_back(held.top());
-      held.pop();
+    for (std::size_t queue = 0; queue < held.size(); ++queue) {
+      while (!held[queue].empty() && has_room(queue)) {
+        ++in_flight;
+        ++queue_in_flight[queue];
+        dispatch.push_back(held[queue].top());
+        held[queue].pop();
+      }
     }
   }
 
@@ -87,13 +104,25 @@ struct RunState {
   void fail(std::exception_ptr failure) {
     if (!error) error = std::move(failure);
     failed = true;
-    held = {};  // never started, so their records keep ran == false
+    for (Held& waiting : held) waiting = {};  // never started, so their records keep ran == false
   }
 
   // Requires `mutex`. Gives up one dispatch slot and wakes the caller when it was the last.
-  void leave() {
+  void leave(std::size_t index) {
+    --queue_in_flight[queue_of(index)];
     if (--in_flight == 0) changed.notify_all();
   }
+};
+
+// One started instruction of a run, until its Completion is called.
+struct CompletionState {
+  std::shared_ptr<RunState> run;
+  std::size_t index = 0;
+  std::exception_ptr failure;  // written before `phase` moves, read after
+  // 0: the kernel is running and done was not called; 1: done was called before the
+  // kernel returned (the starting thread finishes it); 2: the kernel returned first (the
+  // thread that calls done finishes it).
+  std::atomic<int> phase{0};
 };
 
 namespace {
@@ -102,9 +131,9 @@ std::string display_name(const Instruction& instruction) {
   return instruction.label.empty() ? "instruction " + std::to_string(instruction.id) : instruction.label;
 }
 
-void validate(const std::shared_ptr<const Schedule>& schedule, const Kernel& kernel, const RunOptions& options) {
+void validate(const std::shared_ptr<const Schedule>& schedule, bool has_kernel, const RunOptions& options) {
   if (!schedule) throw Error(ErrorCode::InvalidArgument, "executor: schedule is null");
-  if (!kernel) throw Error(ErrorCode::InvalidArgument, "executor: kernel is empty");
+  if (!has_kernel) throw Error(ErrorCode::InvalidArgument, "executor: kernel is empty");
   if (!(options.stall_timeout_s > 0.0) || !std::isfinite(options.stall_timeout_s)) {
     throw Error(ErrorCode::InvalidArgument,
                 "executor: stall_timeout_s must be positive and finite, got " + std::to_string(options.stall_timeout_s));
@@ -112,6 +141,19 @@ void validate(const std::shared_ptr<const Schedule>& schedule, const Kernel& ker
   if (options.max_concurrent < 0) {
     throw Error(ErrorCode::InvalidArgument,
                 "executor: max_concurrent must be >= 0, got " + std::to_string(options.max_concurrent));
+  }
+  for (std::size_t q = 0; q < options.queue_capacities.size(); ++q) {
+    if (options.queue_capacities[q] < 1) {
+      throw Error(ErrorCode::InvalidArgument, "executor: queue " + std::to_string(q) + " has capacity " +
+                                                  std::to_string(options.queue_capacities[q]) + "; expected >= 1");
+    }
+  }
+  for (const Instruction& instruction : schedule->instructions()) {
+    if (instruction.queue >= static_cast<std::int32_t>(options.queue_capacities.size()) || instruction.queue < -1) {
+      throw Error(ErrorCode::InvalidArgument, "executor: " + display_name(instruction) + " runs on queue " +
+                                                  std::to_string(instruction.queue) + " but the run has " +
+                                                  std::to_string(options.queue_capacities.size()) + " queues");
+    }
   }
 }
 
@@ -131,7 +173,52 @@ Error stall_error(const RunState& state) {
   return Error(ErrorCode::Stalled, message.str());
 }
 
+// Requires the run's mutex. Books the end of instruction `index` (its work done, with
+// `failure` or not) and returns the instructions that became dispatchable.
+std::vector<std::size_t> finish(RunState& state, std::size_t index, std::exception_ptr failure) {
+  InstructionRecord& record = state.records[index];
+  record.end_us = state.micros_since_start();
+  record.ran = true;
+  state.running.erase(index);
+  ++state.finished;
+  const Clock::time_point now = Clock::now();
+  if (!failure && !state.failed && state.stalled(now)) {
+    // Nobody could watch this instruction (it ran on the caller, or the caller was busy):
+    // report the stall now that it has returned.
+    failure = std::make_exception_ptr(
+        Error(ErrorCode::Stalled, display_name(state.instruction(index)) + " ran " +
+                                      std::to_string((record.end_us - record.start_us) / 1e6) +
+                                      " s while no other instruction finished; the stall timeout is " +
+                                      std::to_string(state.options.stall_timeout_s) + " s"));
+  }
+  state.last_progress = now;
+  std::vector<std::size_t> dispatch;
+  if (failure) {
+    state.fail(std::move(failure));
+  } else if (!state.failed) {
+    for (std::size_t successor : state.schedule->successors(index)) {
+      if (--state.remaining[successor] == 0) state.held[state.queue_of(successor)].push(successor);
+    }
+  }
+  state.leave(index);
+  state.release_held(dispatch);
+  std::sort(dispatch.begin(), dispatch.end());
+  return dispatch;
+}
+
 }  // namespace
+
+bool RunState::stalled(Clock::time_point now) const {
+  return now - last_progress > std::chrono::duration<double>(options.stall_timeout_s);
+}
+
+void Completion::operator()(std::exception_ptr failure) const {
+  CompletionState& completion = *state_;
+  completion.failure = std::move(failure);
+  int expected = 0;
+  if (completion.phase.compare_exchange_strong(expected, 1)) return;  // the starting thread finishes it
+  executor_->finish_elsewhere(completion);
+}
 
 Executor::Executor(ExecutorOptions options) {
   if (options.workers < 1) {
@@ -156,7 +243,9 @@ Executor::Executor(ExecutorOptions options) {
 
 Executor::~Executor() {
   {
-    std::lock_guard lock(mutex_);
+    std::unique_lock lock(mutex_);
+    // Work still in progress after a stall completes into this executor; wait for it.
+    async_drained_.wait(lock, [this] { return pending_async_ == 0; });
     stopping_ = true;
   }
   work_available_.notify_all();
@@ -203,6 +292,22 @@ void Executor::worker_loop(std::int32_t worker) {
   }
 }
 
+void Executor::finish_elsewhere(CompletionState& completion) {
+  RunState& state = *completion.run;
+  std::vector<std::size_t> dispatch;
+  {
+    std::lock_guard lock(state.mutex);
+    dispatch = finish(state, completion.index, std::move(completion.failure));
+  }
+  std::vector<Task> tasks;
+  for (std::size_t ready : dispatch) tasks.push_back(Task{completion.run, ready});
+  // Keep the run alive past push: the last Task may finish on a worker before we return.
+  std::shared_ptr<RunState> keep = completion.run;
+  push(std::move(tasks), state);
+  std::lock_guard lock(mutex_);
+  if (--pending_async_ == 0) async_drained_.notify_all();
+}
+
 void Executor::execute(std::int32_t worker, Task task) {
   RunState& state = *task.run;
   std::size_t index = task.index;
@@ -213,13 +318,13 @@ void Executor::execute(std::int32_t worker, Task task) {
     {
       std::lock_guard lock(state.mutex);
       if (state.failed) {
-        state.leave();  // skipped: its record keeps ran == false
+        state.leave(index);  // skipped: its record keeps ran == false
         return;
       }
       if (state.options.cancel && state.options.cancel->consume()) {
         state.fail(std::make_exception_ptr(
             Error(ErrorCode::Cancelled, "run cancelled before " + display_name(instruction))));
-        state.leave();
+        state.leave(index);
         return;
       }
       state.running.insert(index);
@@ -228,49 +333,43 @@ void Executor::execute(std::int32_t worker, Task task) {
     InstructionRecord& record = state.records[index];
     record.worker = worker;
     record.start_us = state.micros_since_start();
-    std::exception_ptr failure;
-    try {
-      state.kernel(instruction);
-    } catch (...) {
-      failure = std::current_exception();
+    auto completion = std::make_shared<CompletionState>();
+    completion->run = task.run;
+    completion->index = index;
+    {
+      // Counted before the kernel can hand the completion to another thread.
+      std::lock_guard lock(mutex_);
+      ++pending_async_;
     }
-    record.end_us = state.micros_since_start();
-    record.ran = true;
+    try {
+      state.kernel(instruction, Completion(this, completion));
+    } catch (...) {
+      int expected = 0;
+      if (completion->phase.compare_exchange_strong(expected, 1)) completion->failure = std::current_exception();
+    }
+    int expected = 0;
+    if (completion->phase.compare_exchange_strong(expected, 2)) return;  // completes later, elsewhere
+    {
+      std::lock_guard lock(mutex_);
+      // Finished inline. The destructor may be waiting already: a stuck kernel returning.
+      if (--pending_async_ == 0) async_drained_.notify_all();
+    }
 
-    std::optional<std::size_t> next;  // inherits this instruction's dispatch slot
     std::vector<std::size_t> dispatch;
     {
       std::lock_guard lock(state.mutex);
-      state.running.erase(index);
-      ++state.finished;
-      const Clock::time_point now = Clock::now();
-      if (!failure && !state.failed && state.stalled(now)) {
-        // Nobody could watch this kernel (it ran on the caller, or the caller was busy):
-        // report the stall now that it has returned.
-        failure = std::make_exception_ptr(Error(
-            ErrorCode::Stalled, display_name(instruction) + " ran " +
-                                    std::to_string((record.end_us - record.start_us) / 1e6) +
-                                    " s while no other instruction finished; the stall timeout is " +
-                                    std::to_string(state.options.stall_timeout_s) + " s"));
-      }
-      state.last_progress = now;
-      if (failure) {
-        state.fail(std::move(failure));
-      } else if (!state.failed) {
-        for (std::size_t successor : state.schedule->successors(index)) {
-          if (--state.remaining[successor] != 0) continue;
-          if (next) {
-            state.held.push(successor);
-          } else {
-            next = successor;
-          }
-        }
-      }
-      if (!next) state.leave();
-      state.release_held(dispatch);
+      dispatch = finish(state, index, std::move(completion->failure));
     }
+    // The lowest ready instruction runs next on this thread; the others go to the pool.
+    std::optional<std::size_t> next;
     std::vector<Task> tasks;
-    for (std::size_t ready : dispatch) tasks.push_back(Task{task.run, ready});
+    for (std::size_t ready : dispatch) {
+      if (!next) {
+        next = ready;
+      } else {
+        tasks.push_back(Task{task.run, ready});
+      }
+    }
     push(std::move(tasks), state);
     if (!next) return;
     index = *next;
@@ -278,7 +377,19 @@ void Executor::execute(std::int32_t worker, Task task) {
 }
 
 RunReport Executor::run(std::shared_ptr<const Schedule> schedule, Kernel kernel, const RunOptions& options) {
-  validate(schedule, kernel, options);
+  validate(schedule, static_cast<bool>(kernel), options);
+  return run_async(
+      std::move(schedule),
+      [kernel = std::move(kernel)](const Instruction& instruction, Completion done) {
+        kernel(instruction);
+        done();
+      },
+      options);
+}
+
+RunReport Executor::run_async(std::shared_ptr<const Schedule> schedule, AsyncKernel kernel,
+                              const RunOptions& options) {
+  validate(schedule, static_cast<bool>(kernel), options);
   if (options.cancel && options.cancel->consume()) {
     throw Error(ErrorCode::Cancelled, "run cancelled before it started");
   }
@@ -298,9 +409,10 @@ RunReport Executor::run(std::shared_ptr<const Schedule> schedule, Kernel kernel,
   std::vector<std::size_t> ready;
   {
     std::lock_guard lock(state->mutex);
-    for (std::size_t root : state->schedule->roots()) state->held.push(root);
+    for (std::size_t root : state->schedule->roots()) state->held[state->queue_of(root)].push(root);
     state->release_held(ready);
   }
+  std::sort(ready.begin(), ready.end());
   std::optional<std::size_t> mine;  // the instruction the caller runs next
   std::vector<Task> tasks;
   for (std::size_t root : ready) {
@@ -311,7 +423,6 @@ RunReport Executor::run(std::shared_ptr<const Schedule> schedule, Kernel kernel,
     }
   }
   push(std::move(tasks), *state);
-
   // Wait in slices so the stall check runs even when nothing notifies.
   const std::chrono::duration<double> slice =
       std::min(std::chrono::duration<double>(state->options.stall_timeout_s), std::chrono::duration<double>(0.05));

@@ -1,10 +1,11 @@
-// Runs a schedule's instruction DAG on a pool of worker threads, by dependency counts.
+// Runs a schedule's instruction DAG on a pool of worker threads, by dependency counts and per-queue capacities.
 #pragma once
 
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -22,18 +23,44 @@ namespace tt {
 // unchanged (same type) from Executor::run on the caller's thread.
 using Kernel = std::function<void(const Instruction& instruction)>;
 
+class Executor;
+struct RunState;       // per-run bookkeeping, private to executor.cc
+struct CompletionState;
+
+// Ends one instruction that an AsyncKernel started. Call it exactly once, from any thread,
+// with nullptr on success or the failure; the run keeps going from there. Called before
+// the kernel returns, the instruction counts as finished inline (the same thread goes on
+// with its successors); called later, for example by an I/O thread, no thread was held
+// while the work was in progress. Copyable; copies share one completion.
+class Completion {
+ public:
+  void operator()(std::exception_ptr failure = nullptr) const;
+
+ private:
+  friend class Executor;
+  Completion(Executor* executor, std::shared_ptr<CompletionState> state)
+      : executor_(executor), state_(std::move(state)) {}
+  Executor* executor_;
+  std::shared_ptr<CompletionState> state_;
+};
+
+// Starts the work of an instruction and arranges for `done` to be called when it ends
+// (inline, or later from another thread). May throw instead of calling `done`.
+using AsyncKernel = std::function<void(const Instruction& instruction, Completion done)>;
+
 struct ExecutorOptions {
   std::int32_t workers = 1;               // worker threads, >= 1
 };
 
 struct RunOptions {
-  std::int32_t max_concurrent = 0;        // instructions of this run in flight at once; 0: no cap
+  std::int32_t max_concurrent = 0;        // instructions without a queue (queue == -1) in flight at once; 0: no cap
   double stall_timeout_s = 300.0;         // > 0: fail with Error(Stalled) after this long without any instruction finishing
   std::shared_ptr<CancelToken> cancel;    // shared with the caller; may be null
   bool caller_runs = true;                // the calling thread runs instructions too (see run())
+  // Per queue index: how many of its instructions may be in flight at once (>= 1). An
+  // instruction's queue must be -1 or an index into this list.
+  std::vector<std::int32_t> queue_capacities = {};
 };
-
-struct RunState;  // per-run bookkeeping, private to executor.cc
 
 // Owns its worker threads: spawned in the constructor, joined in the
 // destructor (which waits for kernels still running after a stall). run() is
@@ -72,8 +99,17 @@ class Executor {
   // The run keeps `schedule` and `kernel` alive until its last in-flight kernel call
   // returns, which after a stall may be later than run() itself.
   //
+  // Each queue (options.queue_capacities) runs at most its capacity of instructions at
+  // once; among an instruction's ready peers the lowest position starts first.
+  //
   // Returns the telemetry of the run. Throws Error(InvalidArgument) for bad options.
   RunReport run(std::shared_ptr<const Schedule> schedule, Kernel kernel, const RunOptions& options);
+
+  // As run(), with a kernel that may complete instructions asynchronously (see
+  // Completion). An instruction in progress counts against its queue until it completes;
+  // the run returns (or rethrows) only once every started instruction has completed,
+  // except after a stall, as for run().
+  RunReport run_async(std::shared_ptr<const Schedule> schedule, AsyncKernel kernel, const RunOptions& options);
 
   // Number of worker threads.
   std::int32_t workers() const noexcept { return static_cast<std::int32_t>(threads_.size()); }
@@ -84,8 +120,12 @@ class Executor {
     std::size_t index;  // position in the run's schedule
   };
 
+  friend class Completion;
+
   void worker_loop(std::int32_t worker);
   void execute(std::int32_t worker, Task task);
+  // Finishes the instruction of `completion` off any worker: its successors are queued.
+  void finish_elsewhere(CompletionState& completion);
   void push(std::vector<Task> tasks, RunState& run);
   // Removes and returns a queued instruction of `run`, if any (the caller's share of it).
   bool take_queued(const RunState& run, std::size_t& index);
@@ -95,6 +135,10 @@ class Executor {
   std::deque<Task> queue_;
   bool stopping_ = false;
   std::vector<std::thread> threads_;
+  // Asynchronous completions not yet delivered; the destructor waits for them, so a late
+  // completion (after a stall) never touches a destroyed executor.
+  std::size_t pending_async_ = 0;
+  std::condition_variable async_drained_;
 };
 
 }  // namespace tt
