@@ -1,13 +1,8 @@
-// The safetensors header: its schema over the JSON reader, the layout rules, and the pread of the header bytes.
+// The safetensors header: its schema over the JSON reader, and the layout rules of the tensors it lists.
 #include "tt/storage/safetensors.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
+#include <array>
 #include <tuple>
 
 #include "tt/common/error.h"
@@ -22,27 +17,45 @@ struct DTypeInfo {
   int bits;
 };
 
-// Indexed by the enum's value.
+// Indexed by the enum's value (checked below), so lookups by DType need no search.
 constexpr DTypeInfo kDTypes[] = {
-    {DType::F64, "F64", 64},         {DType::F32, "F32", 32},
-    {DType::F16, "F16", 16},         {DType::BF16, "BF16", 16},
-    {DType::I64, "I64", 64},         {DType::I32, "I32", 32},
-    {DType::I16, "I16", 16},         {DType::I8, "I8", 8},
-    {DType::U8, "U8", 8},            {DType::BOOL, "BOOL", 8},
-    {DType::F8_E4M3, "F8_E4M3", 8},  {DType::F8_E5M2, "F8_E5M2", 8},
-    {DType::U16, "U16", 16},         {DType::U32, "U32", 32},
-    {DType::U64, "U64", 64},         {DType::F8_E8M0, "F8_E8M0", 8},
-    {DType::F8_E4M3FNUZ, "F8_E4M3FNUZ", 8}, {DType::F8_E5M2FNUZ, "F8_E5M2FNUZ", 8},
-    {DType::C64, "C64", 64},         {DType::F4, "F4", 4},
-    {DType::F6_E2M3, "F6_E2M3", 6},  {DType::F6_E3M2, "F6_E3M2", 6},
+    {DType::F64, "F64", 64},
+    {DType::F32, "F32", 32},
+    {DType::F16, "F16", 16},
+    {DType::BF16, "BF16", 16},
+    {DType::I64, "I64", 64},
+    {DType::I32, "I32", 32},
+    {DType::I16, "I16", 16},
+    {DType::I8, "I8", 8},
+    {DType::U8, "U8", 8},
+    {DType::BOOL, "BOOL", 8},
+    {DType::F8_E4M3, "F8_E4M3", 8},
+    {DType::F8_E5M2, "F8_E5M2", 8},
+    {DType::U16, "U16", 16},
+    {DType::U32, "U32", 32},
+    {DType::U64, "U64", 64},
+    {DType::F8_E8M0, "F8_E8M0", 8},
+    {DType::F8_E4M3FNUZ, "F8_E4M3FNUZ", 8},
+    {DType::F8_E5M2FNUZ, "F8_E5M2FNUZ", 8},
+    {DType::C64, "C64", 64},
+    {DType::F4, "F4", 4},
+    {DType::F6_E2M3, "F6_E2M3", 6},
+    {DType::F6_E3M2, "F6_E3M2", 6},
 };
 
-constexpr DType kAllDTypes[] = {
-    DType::F64,     DType::F32,         DType::F16,         DType::BF16, DType::I64,     DType::I32,
-    DType::I16,     DType::I8,          DType::U8,          DType::BOOL, DType::F8_E4M3, DType::F8_E5M2,
-    DType::U16,     DType::U32,         DType::U64,         DType::F8_E8M0, DType::F8_E4M3FNUZ,
-    DType::F8_E5M2FNUZ, DType::C64,     DType::F4,          DType::F6_E2M3, DType::F6_E3M2,
-};
+constexpr auto kAllDTypes = [] {
+  std::array<DType, std::size(kDTypes)> all{};
+  for (std::size_t i = 0; i < all.size(); ++i) all[i] = kDTypes[i].dtype;
+  return all;
+}();
+
+constexpr bool table_is_indexed_by_value() {
+  for (std::size_t i = 0; i < std::size(kDTypes); ++i) {
+    if (static_cast<std::size_t>(kDTypes[i].dtype) != i) return false;
+  }
+  return true;
+}
+static_assert(table_is_indexed_by_value(), "kDTypes must list DType values in declaration order");
 
 const DTypeInfo& info(DType dtype) { return kDTypes[static_cast<std::size_t>(dtype)]; }
 
@@ -54,7 +67,7 @@ const DTypeInfo& info(DType dtype) { return kDTypes[static_cast<std::size_t>(dty
 std::string tensor_text(const std::string& name) { return "tensor " + quote_for_message(name); }
 
 // A non-negative integer element of a shape or offsets array, described by `what`.
-std::uint64_t read_unsigned(JsonReader& json, const std::string& what) {
+std::uint64_t read_unsigned(JsonReader& json, std::string_view label, const std::string& what) {
   const JsonKind kind = json.peek();
   if (kind != JsonKind::Number) {
     json.fail(what + " is " + std::string(json_kind_name(kind)) + ", expected a non-negative integer");
@@ -63,8 +76,8 @@ std::uint64_t read_unsigned(JsonReader& json, const std::string& what) {
   const JsonNumber number = json.read_number();
   if (!number.unsigned_value) {
     // Signs, fractions, exponents and values past 2^64 - 1: the reference refuses them all too.
-    json.fail(what + " is " + std::string(number.text) + ", expected a non-negative integer below 2^64 (it starts at byte " +
-              std::to_string(at) + ")");
+    corrupt(label, what + " is " + std::string(number.text) +
+                       ", expected a non-negative integer below 2^64, at byte " + std::to_string(at));
   }
   return *number.unsigned_value;
 }
@@ -96,7 +109,7 @@ TensorEntry read_tensor(JsonReader& json, std::string_view label, std::string na
       while (json.next_element()) {
         const std::string what = where + ": shape[" + std::to_string(entry.shape.size()) + "]";
         const std::uint64_t at = json.offset();
-        const std::uint64_t dim = read_unsigned(json, what);
+        const std::uint64_t dim = read_unsigned(json, label, what);
         // The reference takes any usize; int64 dimensions are what every framework can hold.
         if (dim > static_cast<std::uint64_t>(INT64_MAX)) {
           corrupt(label, what + " is " + std::to_string(dim) + ", above 2^63 - 1, at byte " + std::to_string(at));
@@ -110,7 +123,7 @@ TensorEntry read_tensor(JsonReader& json, std::string_view label, std::string na
       json.begin_array();
       while (json.next_element()) {
         if (count == 2) json.fail(where + ": data_offsets has more than 2 elements");
-        offsets[count] = read_unsigned(json, where + ": data_offsets[" + std::to_string(count) + "]");
+        offsets[count] = read_unsigned(json, label, where + ": data_offsets[" + std::to_string(count) + "]");
         ++count;
       }
       if (count != 2) json.fail(where + ": data_offsets has " + std::to_string(count) + " elements, expected 2");
@@ -174,7 +187,9 @@ std::string offsets_text(const TensorEntry& entry) {
 
 void validate_layout(std::string_view label, SafetensorsHeader& header, std::uint64_t file_size) {
   for (const TensorEntry& entry : header.tensors) {
-    if (entry.end < entry.begin) corrupt(label, tensor_text(entry.name) + ": " + offsets_text(entry) + " end before they begin");
+    if (entry.end < entry.begin) {
+      corrupt(label, tensor_text(entry.name) + ": " + offsets_text(entry) + " end before they begin");
+    }
     const std::uint64_t bytes = tensor_bytes(label, entry);
     if (entry.end - entry.begin != bytes) {
       corrupt(label, tensor_text(entry.name) + ": " + offsets_text(entry) + " span " +
@@ -197,50 +212,13 @@ void validate_layout(std::string_view label, SafetensorsHeader& header, std::uin
   }
   const std::uint64_t data_bytes = file_size - header.data_offset;  // data_offset <= file_size was checked
   if (covered != data_bytes) {
-    const std::string subject = header.tensors.empty() ? std::string("the header lists no tensors, so data ends at byte 0")
-                                                       : tensor_text(header.tensors.back().name) + ": data ends at byte " +
-                                                             std::to_string(covered);
+    const std::string subject =
+        header.tensors.empty()
+            ? std::string("the header lists no tensors, so data ends at byte 0")
+            : tensor_text(header.tensors.back().name) + ": data ends at byte " + std::to_string(covered);
     corrupt(label, subject + " but the data section holds " + std::to_string(data_bytes) + " bytes (the file's " +
                        std::to_string(file_size) + " minus the " + std::to_string(header.data_offset) +
                        " before the data)");
-  }
-}
-
-// Closes the descriptor on every path out of the reader.
-class FileDescriptor {
- public:
-  explicit FileDescriptor(int fd) : fd_(fd) {}
-  FileDescriptor(const FileDescriptor&) = delete;
-  FileDescriptor& operator=(const FileDescriptor&) = delete;
-  ~FileDescriptor() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
-
-[[noreturn]] void throw_io(const std::string& action, const std::string& path, int error) {
-  throw Error(error == ENOENT || error == ENOTDIR ? ErrorCode::NotFound : ErrorCode::IO,
-              action + " '" + path + "': " + std::strerror(error));
-}
-
-// Reads exactly out.size() bytes at `offset`; a file shrinking under us reads short, which is corruption.
-void pread_exactly(int fd, const std::string& path, std::span<std::uint8_t> out, std::uint64_t offset,
-                   std::uint64_t file_size) {
-  std::size_t done = 0;
-  while (done < out.size()) {
-    const ssize_t got = ::pread(fd, out.data() + done, out.size() - done, static_cast<off_t>(offset + done));
-    if (got < 0) {
-      if (errno == EINTR) continue;
-      throw_io("read", path, errno);
-    }
-    if (got == 0) {
-      corrupt(path, "the file ended at byte " + std::to_string(offset + done) + " while reading its header (it held " +
-                        std::to_string(file_size) + " bytes when opened)");
-    }
-    done += static_cast<std::size_t>(got);
   }
 }
 
@@ -322,24 +300,6 @@ SafetensorsHeader parse_safetensors_header(std::string_view file_label, std::spa
   json.finish();
   validate_layout(file_label, header, file_size);
   return header;
-}
-
-SafetensorsHeader read_safetensors_header(const std::string& path) {
-  FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd.get() < 0) throw_io("open", path, errno);
-  struct stat status {};
-  if (::fstat(fd.get(), &status) != 0) throw_io("stat", path, errno);
-  if (!S_ISREG(status.st_mode)) throw Error(ErrorCode::IO, "read '" + path + "': not a regular file");
-  const auto file_size = static_cast<std::uint64_t>(status.st_size);
-  std::uint8_t length_bytes[8] = {};
-  // Checks the size first, so a short file reports corruption rather than a short read.
-  if (file_size >= 8) pread_exactly(fd.get(), path, length_bytes, 0, file_size);
-  const std::uint64_t n = safetensors_header_length(path, std::span<const std::uint8_t>(length_bytes, file_size >= 8 ? 8 : 0), file_size);
-  // Sized from N only after it was checked against the cap and the file size.
-  std::vector<std::uint8_t> prefix(8 + n);
-  std::copy(length_bytes, length_bytes + 8, prefix.begin());
-  pread_exactly(fd.get(), path, std::span<std::uint8_t>(prefix).subspan(8), 8, file_size);
-  return parse_safetensors_header(path, prefix, file_size);
 }
 
 }  // namespace tt

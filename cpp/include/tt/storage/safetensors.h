@@ -48,7 +48,7 @@ struct SafetensorsHeader {
   std::vector<TensorEntry> tensors;                            // sorted by (begin, end, name)
   std::vector<std::pair<std::string, std::string>> metadata;  // "__metadata__", sorted by key
 
-  // The tensor called `name`; throws Error(NotFound) naming it and the file.
+  // The tensor called `name` (a linear search); throws Error(NotFound) naming it and the file.
   const TensorEntry& find(std::string_view name) const;
 };
 
