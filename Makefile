@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 CPP_SOURCES := $(shell find cpp -name '*.h' -o -name '*.cc') CMakeLists.txt pyproject.toml
 
-.PHONY: all demo test test-cpp test-python lint sanitize sanitize-thread bench system-deps clean
+.PHONY: all demo test test-cpp test-python lint sanitize sanitize-thread fuzz bench system-deps clean
 
 all: $(VENV)/.built
 
@@ -69,6 +69,23 @@ sanitize-thread: $(VENV)/.deps | system-deps
 		-DCMAKE_BUILD_TYPE=Debug -DTT_BUILD_PYTHON=OFF -DTT_BUILD_TESTS=ON -DTT_SANITIZE_THREAD=ON
 	$(BIN)/cmake --build build/sanitize-thread
 	TSAN_OPTIONS=halt_on_error=1 $(BIN)/ctest --test-dir build/sanitize-thread --output-on-failure
+
+# libFuzzer on the safetensors header parser, with ASan and UBSan; clang only, no venv.
+# Not part of `test`: it runs for FUZZ_SECONDS and grows its corpus in build/fuzz.
+FUZZ_SECONDS ?= 60
+FUZZ_SOURCES := cpp/fuzz/safetensors_fuzz.cc cpp/src/storage/safetensors.cc cpp/src/storage/json_reader.cc \
+	cpp/src/common/error.cc
+fuzz:
+	@command -v clang++ >/dev/null || { \
+		echo "installing Debian packages: clang"; \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq clang; \
+	}
+	mkdir -p build/fuzz/corpus
+	clang++ -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -Icpp/include \
+		$(FUZZ_SOURCES) -o build/fuzz/safetensors_fuzz
+	UBSAN_OPTIONS=print_stacktrace=1 build/fuzz/safetensors_fuzz -max_total_time=$(FUZZ_SECONDS) \
+		-max_len=4096 -artifact_prefix=build/fuzz/ build/fuzz/corpus cpp/fuzz/corpus/safetensors
 
 bench: $(VENV)/.built
 	$(PY) bench/overhead.py

@@ -1,0 +1,79 @@
+// Reading a safetensors header from a file: exactly its 8 + N bytes, with pread, before parsing them.
+#include "tt/storage/safetensors.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include "tt/common/error.h"
+
+namespace tt {
+namespace {
+
+// Closes the descriptor on every path out of the reader.
+class FileDescriptor {
+ public:
+  explicit FileDescriptor(int fd) : fd_(fd) {}
+  FileDescriptor(const FileDescriptor&) = delete;
+  FileDescriptor& operator=(const FileDescriptor&) = delete;
+  ~FileDescriptor() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+[[noreturn]] void throw_io(const std::string& action, const std::string& path, int error) {
+  throw Error(error == ENOENT || error == ENOTDIR ? ErrorCode::NotFound : ErrorCode::IO,
+              action + " '" + path + "': " + std::strerror(error));
+}
+
+// Reads exactly out.size() bytes at `offset`; a file shrinking under us reads short, which is corruption.
+void pread_exactly(int fd, const std::string& path, std::span<std::uint8_t> out, std::uint64_t offset,
+                   std::uint64_t file_size) {
+  std::size_t done = 0;
+  while (done < out.size()) {
+    const ssize_t got = ::pread(fd, out.data() + done, out.size() - done, static_cast<off_t>(offset + done));
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      throw_io("read", path, errno);
+    }
+    if (got == 0) {
+      throw Error(ErrorCode::DataCorruption, path + ": the file ended at byte " + std::to_string(offset + done) +
+                                                 " while reading its header (it held " + std::to_string(file_size) +
+                                                 " bytes when opened)");
+    }
+    done += static_cast<std::size_t>(got);
+  }
+}
+
+}  // namespace
+
+SafetensorsHeader read_safetensors_header(const std::string& path) {
+  FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) throw_io("open", path, errno);
+  struct stat status {};
+  if (::fstat(fd.get(), &status) != 0) throw_io("stat", path, errno);
+  if (!S_ISREG(status.st_mode)) throw Error(ErrorCode::IO, "read '" + path + "': not a regular file");
+  const auto file_size = static_cast<std::uint64_t>(status.st_size);
+  std::uint8_t length_bytes[8] = {};
+  // A file under 8 bytes is read as empty, so it reports corruption rather than a short read.
+  const std::size_t length_read = file_size >= 8 ? 8 : 0;
+  pread_exactly(fd.get(), path, std::span<std::uint8_t>(length_bytes, length_read), 0, file_size);
+  const std::uint64_t n =
+      safetensors_header_length(path, std::span<const std::uint8_t>(length_bytes, length_read), file_size);
+  // Sized from N only after it was checked against the cap and the file size.
+  std::vector<std::uint8_t> prefix(8 + n);
+  std::copy(length_bytes, length_bytes + 8, prefix.begin());
+  pread_exactly(fd.get(), path, std::span<std::uint8_t>(prefix).subspan(8), 8, file_size);
+  return parse_safetensors_header(path, prefix, file_size);
+}
+
+}  // namespace tt
