@@ -5,7 +5,6 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
-#include <future>
 #include <limits>
 
 #include "tt/common/error.h"
@@ -130,17 +129,29 @@ void IoEngine::submit(ReadRequest read, IoCallback on_done, CancelFlag cancel) {
 }
 
 void IoEngine::read(ReadRequest request, CancelFlag cancel) {
-  // The callback owns the promise: the caller may return (and unwind) as soon as it is set.
-  auto done = std::make_shared<std::promise<void>>();
-  std::future<void> finished = done->get_future();
-  submit(std::move(request), [done](std::exception_ptr error) {
-    if (error) {
-      done->set_exception(error);
-    } else {
-      done->set_value();
-    }
+  // Not a std::promise: its shared state, released by the callback on the I/O thread after the
+  // caller woke, could drop the last reference to the error there. Here the caller moves the error
+  // out under the mutex, so every reference to it changes hands in order.
+  struct Completion {
+    std::mutex mutex;
+    std::condition_variable done_changed;
+    bool done = false;
+    std::exception_ptr error;
+  };
+  auto completion = std::make_shared<Completion>();
+  submit(std::move(request), [completion](std::exception_ptr error) {
+    std::lock_guard lock(completion->mutex);
+    completion->error = std::move(error);
+    completion->done = true;
+    completion->done_changed.notify_one();
   }, std::move(cancel));
-  finished.get();
+  std::exception_ptr error;
+  {
+    std::unique_lock lock(completion->mutex);
+    completion->done_changed.wait(lock, [&] { return completion->done; });
+    error = std::move(completion->error);
+  }
+  if (error) std::rethrow_exception(std::move(error));
 }
 
 IoStats IoEngine::stats() const {
@@ -239,9 +250,12 @@ void IoEngine::finish(const Finished& done) {
   request.buffered = request.direct = -1;
   requests_.fetch_add(1, std::memory_order_relaxed);
   if (request.error) failed_requests_.fetch_add(1, std::memory_order_relaxed);
-  // Moved out so that whatever the callback holds is released before the next request starts.
+  // Both moved out: whatever the callback holds is released before the next request starts, and
+  // the error travels to the caller without this thread keeping a reference to it (a caller that
+  // moves it on leaves this thread nothing to release after the caller has woken).
   IoCallback on_done = std::move(request.on_done);
-  on_done(request.error);
+  std::exception_ptr error = std::move(request.error);
+  on_done(std::move(error));
 }
 
 int IoEngine::direct_handle(Request& request) {
