@@ -277,7 +277,8 @@ void IoEngine::read_range(Request& request, char* out, std::uint64_t begin, std:
   // Pieces whose memory and file offset are aligned alike read their 4096-aligned middle with
   // O_DIRECT and their unaligned head and tail (each < 4096 bytes) through the page cache.
   bool direct_ok = options_.mode != IoMode::Buffered && aligned(address(out) - begin);
-  if (options_.mode == IoMode::Auto && !direct_ok && end - begin >= kDirectAlignment) {
+  if (options_.mode == IoMode::Auto && !direct_ok && end - begin >= kDirectAlignment &&
+      !has_fallback_reason_.load(std::memory_order_relaxed)) {
     note_fallback("'" + path + "': destination and file offset are not aligned alike modulo 4096 (offset " +
                   std::to_string(begin) + ")");
   }

@@ -367,7 +367,7 @@ TEST(IoEngineTest, BadOptionsAreInvalidArguments) {
   EXPECT_EQ(error_of([] { io_mode_from_name("fast"); }).code(), ErrorCode::InvalidArgument);
 }
 
-TEST(ReadModesTest, MeasuresEachCandidateAndPicksTheBest) {
+TEST(IoReadModesTest, MeasuresEachCandidateAndPicksTheBest) {
   TestFile file((1 << 20) + 5);
   const ReadModeMeasurement measurement =
       measure_read_modes(file.path(), 10 << 20, {{IoMode::Buffered, 1, 256 << 10}, {IoMode::Direct, 2, 256 << 10}});
