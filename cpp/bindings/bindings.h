@@ -10,6 +10,7 @@ void bind_schedule(nanobind::module_& m);
 void bind_executor(nanobind::module_& m);
 void bind_storage(nanobind::module_& m);
 void bind_safetensors(nanobind::module_& m);
+void bind_io(nanobind::module_& m);
 void bind_host(nanobind::module_& m);
 void bind_planner(nanobind::module_& m);
 void bind_sim(nanobind::module_& m);

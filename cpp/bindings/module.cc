@@ -8,6 +8,7 @@ NB_MODULE(_core, m) {
   tt::bindings::bind_executor(m);
   tt::bindings::bind_storage(m);
   tt::bindings::bind_safetensors(m);
+  tt::bindings::bind_io(m);
   tt::bindings::bind_host(m);
   tt::bindings::bind_planner(m);
   tt::bindings::bind_sim(m);

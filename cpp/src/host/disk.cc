@@ -11,10 +11,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
-#include <memory>
 #include <vector>
 
 #include "tt/common/error.h"
+#include "tt/common/os_resources.h"
 #include "tt/host/text_file.h"
 
 namespace tt {
@@ -27,23 +27,6 @@ constexpr std::size_t kAlignment = 4096;      // satisfies O_DIRECT on every com
 [[noreturn]] void throw_io(const std::string& action, const std::string& path, int error) {
   throw Error(ErrorCode::IO, action + " '" + path + "': " + std::strerror(error));
 }
-
-// An open descriptor, closed on every path out.
-class Descriptor {
- public:
-  explicit Descriptor(int fd) : fd_(fd) {}
-  Descriptor(const Descriptor&) = delete;
-  Descriptor& operator=(const Descriptor&) = delete;
-  ~Descriptor() { reset(-1); }
-  int get() const { return fd_; }
-  void reset(int fd) {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = fd;
-  }
-
- private:
-  int fd_;
-};
 
 // The temporary file, unlinked when the measurement ends, whether it succeeded or threw.
 class TemporaryFile {
@@ -62,10 +45,6 @@ class TemporaryFile {
   std::string path_;
 };
 
-struct FreeDeleter {
-  void operator()(void* memory) const { std::free(memory); }
-};
-
 // Pseudo-random words (xorshift64), so neither compression nor deduplication shrinks the file.
 void fill_pseudo_random(std::uint64_t* words, std::size_t count, std::uint64_t& state) {
   for (std::size_t i = 0; i < count; ++i) {
@@ -77,7 +56,7 @@ void fill_pseudo_random(std::uint64_t* words, std::size_t count, std::uint64_t& 
 }
 
 void write_file(const std::string& path, std::int64_t bytes, char* buffer) {
-  Descriptor fd(::open(path.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC));
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC));
   if (fd.get() < 0) throw_io("open for writing", path, errno);
   std::uint64_t state = 0x9E3779B97F4A7C15ULL;
   for (std::int64_t written = 0; written < bytes;) {
@@ -133,18 +112,14 @@ ReadBandwidth measure_read_bandwidth(const std::string& directory, std::int64_t 
                                                   std::to_string(result.bytes) + " bytes free, found " +
                                                   std::to_string(space.free_bytes));
   }
-  void* memory = nullptr;
-  if (::posix_memalign(&memory, kAlignment, kChunkBytes) != 0) {
-    throw Error(ErrorCode::ResourceExhausted, "measure_read_bandwidth: cannot allocate a 4 MiB read buffer");
-  }
-  const std::unique_ptr<void, FreeDeleter> owned(memory);
-  char* buffer = static_cast<char*>(memory);
+  const AlignedBuffer owned(kChunkBytes, kAlignment);
+  char* buffer = owned.data();
 
   TemporaryFile file(directory);
   write_file(file.path(), result.bytes, buffer);
 
   result.direct = true;
-  Descriptor fd(::open(file.path().c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC));
+  UniqueFd fd(::open(file.path().c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC));
   if (fd.get() < 0 && errno != EINVAL) throw_io("open with O_DIRECT", file.path(), errno);
   const auto start_buffered = [&] {
     // The file was fsynced, so its cached pages are clean and DONTNEED drops them:

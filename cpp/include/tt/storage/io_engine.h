@@ -1,0 +1,173 @@
+// Reads byte ranges of files into caller memory on a pool of I/O threads, checking chunk digests as they arrive.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "tt/common/sha256.h"
+#include "tt/storage/io_backend.h"
+
+namespace tt {
+
+// O_DIRECT needs the memory address, the file offset and the length to be multiples of the
+// device's logical block size; 4096 satisfies every common one.
+inline constexpr std::uint64_t kDirectAlignment = 4096;
+
+// The artifact's digest chunk (integrity.json "chunk_size"), and the default piece size.
+inline constexpr std::uint64_t kDefaultChunkBytes = std::uint64_t{16} << 20;
+
+// Whether reads bypass the page cache.
+enum class IoMode {
+  Auto,      // O_DIRECT for the 4096-aligned part of a piece where the filesystem takes it, page cache otherwise
+  Buffered,  // always through the page cache
+  Direct,    // O_DIRECT for every aligned part; a filesystem refusing it fails the request (Incompatible)
+};
+
+// "auto", "buffered" or "direct".
+std::string_view io_mode_name(IoMode mode);
+
+// Inverse of io_mode_name. Throws Error(InvalidArgument) quoting an unknown name.
+IoMode io_mode_from_name(std::string_view name);
+
+struct IoEngineOptions {
+  std::int32_t threads = 4;                      // I/O threads, 1..1024
+  std::int32_t queue_depth = 8;                  // pieces in flight per engine (all requests together), >= 1
+  std::uint64_t chunk_bytes = kDefaultChunkBytes;  // piece size of requests without digests; >= 1, a
+                                                 // multiple of kDirectAlignment in Direct mode
+  IoMode mode = IoMode::Auto;
+};
+
+// A file's digest grid, as integrity.json records it: chunk i covers file bytes
+// [i * chunk_bytes, min((i + 1) * chunk_bytes, file size)), so the list has ceil(size / chunk_bytes)
+// entries (none for an empty file). Immutable once shared.
+struct FileDigests {
+  std::uint64_t chunk_bytes = kDefaultChunkBytes;  // > 0
+  std::vector<Sha256Digest> chunks;                // the digest of every chunk of the whole file
+};
+
+// One read: file bytes [offset, offset + length) of `path` into `destination`.
+struct ReadRequest {
+  std::string path;
+  std::uint64_t offset = 0;
+  std::uint64_t length = 0;
+  // Caller-owned, at least `length` bytes, untouched by the caller and valid until on_done runs.
+  // Bytes of a failed request are unspecified.
+  void* destination = nullptr;
+  // The file's digest grid, or null for no checks. With digests, pieces follow that grid, and each
+  // chunk the request covers whole is checked; a chunk covered only in part is left unchecked (a
+  // caller wanting every byte checked aligns its reads to the grid).
+  std::shared_ptr<const FileDigests> digests;
+};
+
+// Shared between a caller and its requests: set to true to cancel them. Checked before each piece.
+using CancelFlag = std::shared_ptr<std::atomic<bool>>;
+
+// Called exactly once per submitted request, on an I/O thread, with null or the request's first
+// error. Must not throw (std::terminate), block on other requests of the same engine, or destroy it.
+using IoCallback = std::function<void(std::exception_ptr error)>;
+
+// Telemetry of an engine since it was constructed (a snapshot of atomic counters).
+struct IoStats {
+  std::uint64_t requests = 0;         // completed requests, successful or not
+  std::uint64_t failed_requests = 0;  // of which completed with an error (cancelled included)
+  std::uint64_t pieces = 0;           // pieces read (skipped ones not counted)
+  std::uint64_t bytes_read = 0;       // direct_bytes + buffered_bytes
+  std::uint64_t direct_bytes = 0;     // read with O_DIRECT
+  std::uint64_t buffered_bytes = 0;   // read through the page cache
+  std::uint64_t chunks_verified = 0;  // whole chunks whose digest matched
+  double busy_seconds = 0;            // sum over pieces of the time spent in reads
+  double digest_seconds = 0;          // sum over pieces of the time spent hashing
+};
+
+// Owns its I/O threads: spawned in the constructor, joined in the destructor. submit() and the
+// accessors are thread-safe. Requests are served in submission order, each split into pieces at
+// multiples of its piece grid (the digests' chunk_bytes, else options.chunk_bytes); any I/O thread
+// may read any piece, so the pieces of one request are read concurrently. No I/O thread ever
+// waits for a request: a request completes on whichever thread finishes its last piece.
+class IoEngine {
+ public:
+  // Throws Error(InvalidArgument) for bad options or a null backend. The engine shares the
+  // backend (PosixIoBackend unless a test injects another).
+  explicit IoEngine(IoEngineOptions options, std::shared_ptr<IoBackend> backend = std::make_shared<PosixIoBackend>());
+
+  // Waits for the pieces in flight, then completes every request still queued with
+  // Error(Cancelled) (on the I/O threads, like every completion) and joins the threads.
+  ~IoEngine();
+  IoEngine(const IoEngine&) = delete;
+  IoEngine& operator=(const IoEngine&) = delete;
+
+  // Queues `request` and returns at once; `on_done` runs later exactly once (see IoCallback).
+  // Errors passed to it: Error(NotFound) or Error(IO) (path, offset, length, OS reason) when opening
+  // or reading fails; Error(DataCorruption) when the file is shorter than offset + length, its size
+  // disagrees with the digest list, or a chunk's digest differs (path, chunk, offsets);
+  // Error(Incompatible) in Direct mode on a filesystem refusing O_DIRECT; Error(Cancelled) when
+  // `cancel` was set before a piece was started or the engine was destroyed first. After the first
+  // error the request's remaining pieces are skipped. Throws Error(InvalidArgument), without
+  // calling on_done, for a malformed request: no destination, offset + length overflowing, a zero
+  // digest chunk, or (Direct mode) a destination and offset not equal modulo kDirectAlignment.
+  void submit(ReadRequest request, IoCallback on_done, CancelFlag cancel = nullptr);
+
+  // submit() and wait: returns when the request completed, rethrowing its error. Blocks the
+  // calling thread, which must not be one of this engine's (an on_done callback).
+  void read(ReadRequest request, CancelFlag cancel = nullptr);
+
+  // Counters so far; each is exact, the set is not one atomic snapshot.
+  IoStats stats() const;
+
+  // Why Auto mode first read through the page cache instead of O_DIRECT (a filesystem refusing
+  // it, or a request whose destination and offset are not aligned alike); empty if it never did.
+  // Recorded once per engine so that callers can log it once.
+  std::string direct_fallback_reason() const;
+
+  // The options the engine was built with.
+  const IoEngineOptions& options() const noexcept { return options_; }
+
+ private:
+  struct Request;  // a submitted request's state, private to io_engine.cc
+  struct Finished {
+    std::shared_ptr<Request> request;
+    std::size_t pieces;  // pieces to mark finished (skipped or just read)
+  };
+
+  void worker_loop();
+  // Takes the next piece to read into `request`/`index`, or collects skipped requests into
+  // `finished`; returns false when the thread should exit. Called with mutex_ held.
+  bool next_work(std::unique_lock<std::mutex>& lock, std::shared_ptr<Request>& request, std::size_t& index,
+                 std::vector<Finished>& finished);
+  void read_piece(Request& request, std::size_t index);
+  void read_range(Request& request, char* out, std::uint64_t begin, std::uint64_t end);
+  int direct_handle(Request& request);
+  void finish(const Finished& finished);
+  void note_fallback(const std::string& reason);
+
+  const IoEngineOptions options_;
+  const std::shared_ptr<IoBackend> backend_;
+
+  std::mutex mutex_;  // guards queue_, in_flight_, stopping_ and every queued Request's next_piece
+  std::condition_variable wake_;
+  std::deque<std::shared_ptr<Request>> queue_;  // requests with pieces not yet started
+  std::int32_t in_flight_ = 0;
+  bool stopping_ = false;
+
+  mutable std::mutex reason_mutex_;
+  std::string fallback_reason_;  // guarded by reason_mutex_
+  std::atomic<bool> has_fallback_reason_{false};
+
+  std::atomic<std::uint64_t> requests_{0}, failed_requests_{0}, pieces_{0}, direct_bytes_{0}, buffered_bytes_{0},
+      chunks_verified_{0}, busy_ns_{0}, digest_ns_{0};
+
+  std::vector<std::thread> threads_;  // last member: started once everything above is constructed
+};
+
+}  // namespace tt

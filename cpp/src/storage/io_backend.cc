@@ -1,0 +1,79 @@
+// POSIX file access for the I/O engine, and the fault-injecting wrapper its tests use.
+#include "tt/storage/io_backend.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <thread>
+
+#include "tt/common/error.h"
+
+namespace tt {
+
+int PosixIoBackend::open(const std::string& path, bool direct) {
+  const int flags = O_RDONLY | O_CLOEXEC | (direct ? O_DIRECT : 0);
+  for (;;) {
+    const int fd = ::open(path.c_str(), flags);
+    if (fd >= 0) return fd;
+    const int error = errno;
+    if (error == EINTR) continue;
+    const std::string reason = std::strerror(error);
+    if (error == ENOENT) throw Error(ErrorCode::NotFound, "open '" + path + "': " + reason);
+    // open(2) documents EINVAL for O_DIRECT on a filesystem that does not support it.
+    if (direct && error == EINVAL) {
+      throw Error(ErrorCode::Incompatible, "open '" + path + "' with O_DIRECT: the filesystem refuses it (" +
+                                               reason + ")");
+    }
+    throw Error(ErrorCode::IO, std::string("open '") + path + "'" + (direct ? " with O_DIRECT" : "") + ": " + reason);
+  }
+}
+
+ssize_t PosixIoBackend::pread(int handle, void* destination, std::size_t length, std::uint64_t offset) noexcept {
+  const ssize_t got = ::pread(handle, destination, length, static_cast<off_t>(offset));
+  return got >= 0 ? got : -errno;
+}
+
+void PosixIoBackend::close(int handle) noexcept { ::close(handle); }
+
+std::uint64_t PosixIoBackend::file_size(int handle) {
+  struct stat info {};
+  if (::fstat(handle, &info) != 0) {
+    throw Error(ErrorCode::IO, "fstat of descriptor " + std::to_string(handle) + ": " + std::strerror(errno));
+  }
+  return static_cast<std::uint64_t>(info.st_size);
+}
+
+FaultInjectingIoBackend::FaultInjectingIoBackend(std::shared_ptr<IoBackend> inner, FaultPlan plan)
+    : inner_(std::move(inner)), plan_(plan) {
+  if (!inner_) throw Error(ErrorCode::InvalidArgument, "FaultInjectingIoBackend: the wrapped backend is null");
+  if (plan_.at_call < 1) {
+    throw Error(ErrorCode::InvalidArgument,
+                "FaultInjectingIoBackend: at_call counts from 1, found " + std::to_string(plan_.at_call));
+  }
+  if (!std::isfinite(plan_.delay_s) || plan_.delay_s < 0) {
+    throw Error(ErrorCode::InvalidArgument,
+                "FaultInjectingIoBackend: delay_s must be finite and >= 0, found " + std::to_string(plan_.delay_s));
+  }
+}
+
+ssize_t FaultInjectingIoBackend::pread(int handle, void* destination, std::size_t length,
+                                       std::uint64_t offset) noexcept {
+  const std::int64_t call = calls_.fetch_add(1, std::memory_order_relaxed) + 1;
+  if (plan_.delay_s > 0) std::this_thread::sleep_for(std::chrono::duration<double>(plan_.delay_s));
+  const bool faulty = plan_.fault != IoFault::None && (call == plan_.at_call || (plan_.repeat && call > plan_.at_call));
+  if (!faulty) return inner_->pread(handle, destination, length, offset);
+  switch (plan_.fault) {
+    case IoFault::Eio: return -EIO;
+    case IoFault::Enospc: return -ENOSPC;
+    case IoFault::ShortRead: return inner_->pread(handle, destination, length > 1 ? length / 2 : length, offset);
+    case IoFault::None: break;
+  }
+  return inner_->pread(handle, destination, length, offset);
+}
+
+}  // namespace tt

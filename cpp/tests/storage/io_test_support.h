@@ -1,0 +1,138 @@
+// Test helpers shared by the I/O backend and engine tests: temporary files and instrumented backends.
+#pragma once
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "tt/storage/io_backend.h"
+
+namespace tt::test {
+
+// A unique directory, removed with its contents on destruction. Under $TT_TEST_TMPDIR when set
+// (point it at a real disk where /tmp is tmpfs), else the system temporary directory.
+class TempDir {
+ public:
+  TempDir() {
+    static std::atomic<int> counter{0};
+    const char* base = std::getenv("TT_TEST_TMPDIR");
+    root_ = (base != nullptr && *base != '\0' ? std::filesystem::path(base) : std::filesystem::temp_directory_path()) /
+            ("tt_io_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+    std::filesystem::create_directories(root_);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  ~TempDir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(root_, ignored);
+  }
+
+  // Absolute path of `name` in the directory.
+  std::string path(const std::string& name) const { return (root_ / name).string(); }
+
+ private:
+  std::filesystem::path root_;
+};
+
+// Random bytes from a fixed seed.
+inline std::vector<std::uint8_t> random_bytes(std::size_t size, std::uint64_t seed) {
+  std::mt19937_64 random(seed);
+  std::vector<std::uint8_t> bytes(size);
+  for (auto& byte : bytes) byte = static_cast<std::uint8_t>(random() >> 24);
+  return bytes;
+}
+
+// Writes `bytes` to `path`, replacing it.
+inline void write_file(const std::string& path, const std::vector<std::uint8_t>& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+}
+
+// A gate that threads wait at until the test opens it. Thread-safe.
+class Gate {
+ public:
+  void open() {
+    std::lock_guard lock(mutex_);
+    open_ = true;
+    changed_.notify_all();
+  }
+  void wait() {
+    std::unique_lock lock(mutex_);
+    changed_.wait(lock, [&] { return open_; });
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  bool open_ = false;
+};
+
+// Passes calls to the POSIX backend, but each pread first waits at a gate; records how many preads
+// are waiting or running at once (the engine's queue depth, seen from below). Thread-safe.
+class BlockingBackend final : public IoBackend {
+ public:
+  int open(const std::string& path, bool direct) override { return posix_.open(path, direct); }
+  void close(int handle) noexcept override { posix_.close(handle); }
+  std::uint64_t file_size(int handle) override { return posix_.file_size(handle); }
+  ssize_t pread(int handle, void* destination, std::size_t length, std::uint64_t offset) noexcept override {
+    {
+      std::lock_guard lock(mutex_);
+      max_concurrent_ = std::max(max_concurrent_, ++concurrent_);
+      changed_.notify_all();
+    }
+    gate.wait();
+    const ssize_t got = posix_.pread(handle, destination, length, offset);
+    std::lock_guard lock(mutex_);
+    --concurrent_;
+    return got;
+  }
+
+  // Blocks until at least `count` preads are inside pread at once.
+  void wait_for_concurrent(int count) {
+    std::unique_lock lock(mutex_);
+    changed_.wait(lock, [&] { return concurrent_ >= count; });
+  }
+  int max_concurrent() {
+    std::lock_guard lock(mutex_);
+    return max_concurrent_;
+  }
+
+  Gate gate;  // preads proceed once the test opens it
+
+ private:
+  PosixIoBackend posix_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  int concurrent_ = 0;
+  int max_concurrent_ = 0;
+};
+
+// Passes calls to the POSIX backend but reports files `extra` bytes longer than they are, so that
+// a read runs into the real end of the file (a file truncated after it was opened).
+class LongerFileBackend final : public IoBackend {
+ public:
+  explicit LongerFileBackend(std::uint64_t extra) : extra_(extra) {}
+  int open(const std::string& path, bool direct) override { return posix_.open(path, direct); }
+  void close(int handle) noexcept override { posix_.close(handle); }
+  std::uint64_t file_size(int handle) override { return posix_.file_size(handle) + extra_; }
+  ssize_t pread(int handle, void* destination, std::size_t length, std::uint64_t offset) noexcept override {
+    return posix_.pread(handle, destination, length, offset);
+  }
+
+ private:
+  PosixIoBackend posix_;
+  std::uint64_t extra_;
+};
+
+}  // namespace tt::test
