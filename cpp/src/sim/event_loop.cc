@@ -170,8 +170,8 @@ std::vector<std::int64_t> sweep_peaks(std::vector<MemoryEvent> events, std::vect
   for (const MemoryEvent& event : events) {
     const auto tier = static_cast<std::size_t>(event.tier);
     if (__builtin_add_overflow(level[tier], event.delta, &level[tier])) {
-      throw Error(ErrorCode::InvalidArgument, std::string(who) + ": memory total of tier " + std::to_string(event.tier) +
-                                                  " overflows a 64-bit byte count");
+      throw Error(ErrorCode::InvalidArgument, std::string(who) + ": memory total of tier " +
+                                                  std::to_string(event.tier) + " overflows a 64-bit byte count");
     }
     peak[tier] = std::max(peak[tier], level[tier]);
   }

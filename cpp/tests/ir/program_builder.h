@@ -75,7 +75,8 @@ inline ProgramSpec random_program(std::mt19937& random, bool movement = false) {
   ProgramBuilder b(1 << 30, 1 << 30);
   std::vector<std::int64_t> weights;
   if (movement) weights = {b.buffer(192, 0, BufferLifetime::Resident), b.buffer(64, 1, BufferLifetime::Resident)};
-  std::vector<std::pair<std::int64_t, std::vector<std::int64_t>>> live;  // buffer -> instructions touching it, writer first
+  // Live buffers, each with the instructions touching it, its writer first.
+  std::vector<std::pair<std::int64_t, std::vector<std::int64_t>>> live;
   auto tier_of = [&](std::int64_t id) { return b.spec.buffers[static_cast<std::size_t>(id - 100)].tier; };
   for (int step = 0; step < 24; ++step) {
     const unsigned kind = movement ? random() % 4 : 0;  // 0, 1: compute, 2: load, 3: copy

@@ -265,7 +265,8 @@ TEST(ProgramSimTest, BadCostsAreRejectedNamingTheInstructionOrQueue) {
   EXPECT_CONTAINS(rejection(program, costs({1, INFINITY, 0})), "compute 1 ('compute1') has seconds inf");
   EXPECT_CONTAINS(rejection(program, costs({1, -1, 0})), "compute 1 ('compute1') has seconds -1: a negative");
   EXPECT_CONTAINS(rejection(program, costs({-1, 1, 0})), "load 0 ('load0') has seconds -1");
-  EXPECT_CONTAINS(rejection(program, {{-1, 1, 0}, {1e9, 0, 1e9}, {}}), "on a queue with a known bandwidth (queue 'io')");
+  EXPECT_CONTAINS(rejection(program, {{-1, 1, 0}, {1e9, 0, 1e9}, {}}),
+                  "on a queue with a known bandwidth (queue 'io')");
   EXPECT_CONTAINS(rejection(program, {{1, 1, 0}, {1.0}, {}}), "queue_bytes_per_s has 1 entries, expected 0 or one per");
   EXPECT_CONTAINS(rejection(program, {{1, 1, 0}, {}, {0, -1, 0}}), "queue_latency_s of queue 'io' is -1");
   EXPECT_THROW(transfer_seconds(-1, 1.0, 0.0), Error);

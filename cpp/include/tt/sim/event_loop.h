@@ -19,7 +19,7 @@ struct TimedDag {
   std::vector<std::size_t> queue;               // per position: the queue it runs on
   std::vector<double> duration;                 // per position: seconds once started, finite and >= 0
   std::vector<std::int32_t> capacity;           // per queue: how many of its positions run at once, >= 1
-  std::vector<std::size_t> tie_rank;            // per position: lower starts first among equally ready; empty: the position
+  std::vector<std::size_t> tie_rank;            // per position: lower first among equally ready; empty: the position
 
   // Number of positions.
   std::size_t size() const noexcept { return duration.size(); }

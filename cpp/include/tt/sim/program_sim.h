@@ -16,7 +16,7 @@ struct ProgramCosts {
   // its queue's bandwidth; for Compute and Free it is an error.
   std::vector<double> seconds;
   std::vector<double> queue_bytes_per_s;  // empty, or per queue: finite, >= 0 (0: unknown, nothing derives there)
-  std::vector<double> queue_latency_s;    // empty (all 0), or per queue: finite, >= 0, paid once per derived instruction
+  std::vector<double> queue_latency_s;    // empty (all 0), or per queue: finite, >= 0, paid per derived instruction
 };
 
 // What one simulation found; a plain value. Positions are those of program.schedule().
