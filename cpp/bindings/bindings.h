@@ -15,6 +15,7 @@ void bind_host(nanobind::module_& m);
 void bind_planner(nanobind::module_& m);
 void bind_sim(nanobind::module_& m);
 void bind_program(nanobind::module_& m);
+void bind_program_sim(nanobind::module_& m);
 void bind_memory(nanobind::module_& m);
 
 }  // namespace tt::bindings

@@ -13,5 +13,6 @@ NB_MODULE(_core, m) {
   tt::bindings::bind_planner(m);
   tt::bindings::bind_sim(m);
   tt::bindings::bind_program(m);
+  tt::bindings::bind_program_sim(m);
   tt::bindings::bind_memory(m);
 }

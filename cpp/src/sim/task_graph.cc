@@ -142,50 +142,39 @@ class IdIndex {
 
 }  // namespace
 
-SimTaskGraph::SimTaskGraph(const MachineModel& machine, const std::vector<SimTask>& tasks)
-    : resource_count_(machine.devices().size() + machine.links().size()) {
+SimTaskGraph::SimTaskGraph(const MachineModel& machine, const std::vector<SimTask>& tasks) {
   const std::size_t n = tasks.size();
   const IdIndex position_of(tasks);
 
-  resource_slots_.reserve(n);
-  durations_.reserve(n);
-  dep_offsets_.reserve(n + 1);
-  dep_offsets_.push_back(0);
-  std::vector<std::size_t> successor_counts(n, 0);
+  dag_.capacity.assign(machine.devices().size() + machine.links().size(), 1);
+  dag_.queue.reserve(n);
+  dag_.duration.reserve(n);
+  dag_.dep_offsets.reserve(n + 1);
   // last_reader[d] == i + 1 once task i listed d: finds repeats in O(1) even for wide joins.
   std::vector<std::size_t> last_reader(n, 0);
   for (std::size_t i = 0; i < n; ++i) {
     const SimTask& task = tasks[i];
     const std::string who = "task " + std::to_string(task.id);
-    resource_slots_.push_back(check_task(machine, task));
-    durations_.push_back(task.kind == SimTaskKind::Transfer ? machine.transfer_seconds(task.resource, task.bytes)
-                                                           : task.seconds);
+    dag_.queue.push_back(check_task(machine, task));
+    dag_.duration.push_back(task.kind == SimTaskKind::Transfer ? machine.transfer_seconds(task.resource, task.bytes)
+                                                              : task.seconds);
     for (std::int64_t dep : task.deps) {
       if (dep == task.id) reject(who + " depends on itself");
       const std::size_t found = position_of.find(dep);
       if (found == IdIndex::kAbsent) reject(who + " depends on unknown task " + std::to_string(dep));
       if (last_reader[found] == i + 1) reject(who + " depends on task " + std::to_string(dep) + " twice");
       last_reader[found] = i + 1;
-      dep_positions_.push_back(found);
-      ++successor_counts[found];
+      dag_.dep_positions.push_back(found);
     }
-    dep_offsets_.push_back(dep_positions_.size());
+    dag_.dep_offsets.push_back(dag_.dep_positions.size());
   }
-
-  // Successors in compressed rows; filling in ascending i keeps every row ascending.
-  successor_offsets_.assign(n + 1, 0);
-  for (std::size_t i = 0; i < n; ++i) successor_offsets_[i + 1] = successor_offsets_[i] + successor_counts[i];
-  successor_positions_.resize(dep_positions_.size());
-  std::vector<std::size_t> fill(successor_offsets_.begin(), successor_offsets_.end() - 1);
-  for (std::size_t i = 0; i < n; ++i) {
-    for (std::size_t dep : deps(i)) successor_positions_[fill[dep]++] = i;
-  }
+  dag_.index_successors();
 
   // Kahn's algorithm, order irrelevant: only whether every task gets ordered.
   std::vector<std::size_t> remaining(n);
   std::vector<std::size_t> ready;
   for (std::size_t i = 0; i < n; ++i) {
-    remaining[i] = dep_offsets_[i + 1] - dep_offsets_[i];
+    remaining[i] = deps(i).size();
     if (remaining[i] == 0) ready.push_back(i);
   }
   std::size_t ordered = 0;

@@ -81,42 +81,12 @@ TEST(MemoryPlanTest, ATierOverCapacityIsRejectedWithBothFigures) {
                   "tier 'ram' needs 1240 bytes (600 resident) but its capacity is 1000 bytes");
 }
 
-// Random programs: each compute reads up to two live buffers and writes one; frees come
-// after a buffer's last reader. Every run order of the final schedule (instructions
-// overlapping at random) must keep live buffers apart in the arena.
-ProgramSpec random_program(std::mt19937& random) {
-  ProgramBuilder b(1 << 30);
-  std::vector<std::pair<std::int64_t, std::vector<std::int64_t>>> live;  // buffer -> instructions touching it
-  for (int step = 0; step < 24; ++step) {
-    std::vector<std::int64_t> reads, deps;
-    for (int k = 0; k < 2 && !live.empty(); ++k) {
-      auto& [buffer, users] = live[random() % live.size()];
-      if (std::find(reads.begin(), reads.end(), buffer) != reads.end()) continue;
-      reads.push_back(buffer);
-      deps.push_back(users.front());  // the writer
-    }
-    const auto out = b.buffer(64 * (1 + random() % 8));
-    std::sort(deps.begin(), deps.end());
-    deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
-    const auto id = b.compute(reads, {out}, deps);
-    for (auto& [buffer, users] : live) {
-      if (std::find(reads.begin(), reads.end(), buffer) != reads.end()) users.push_back(id);
-    }
-    live.push_back({out, {id}});
-    if (live.size() > 3 || random() % 3 == 0) {  // free a random live buffer after all its users
-      const std::size_t victim = random() % live.size();
-      b.free({live[victim].first}, live[victim].second);
-      live.erase(live.begin() + static_cast<std::ptrdiff_t>(victim));
-    }
-  }
-  for (const auto& [buffer, users] : live) b.spec.outputs.push_back(buffer);
-  return b.spec;
-}
-
-TEST(MemoryPlanTest, NoRunOrderOverlapsLiveBuffers) {
+// Every run order of a random program's final schedule (instructions overlapping at
+// random) must keep live buffers of one tier apart in its arena.
+void expect_no_run_order_overlaps(bool movement) {
   std::mt19937 random(7);
   for (int trial = 0; trial < 60; ++trial) {
-    const Program program(random_program(random));
+    const Program program(test::random_program(random, movement));
     const Schedule& schedule = *program.schedule();
     const MemoryPlan& plan = program.memory_plan();
     std::map<std::int64_t, std::size_t> position;  // buffer id -> position
@@ -137,12 +107,15 @@ TEST(MemoryPlanTest, NoRunOrderOverlapsLiveBuffers) {
           for (std::int64_t id : schedule.instructions()[p].writes) {
             const std::size_t b = position[id];
             if (held.count(b)) continue;
+            const std::int32_t tier = program.buffers()[b].tier;
             const std::int64_t begin = plan.offsets[b], end = begin + program.buffers()[b].bytes;
             for (const auto& [other, range] : held) {
+              if (program.buffers()[other].tier != tier) continue;
               ASSERT_FALSE(range.first < end && begin < range.second)
                   << "trial " << trial << ": buffers " << id << " and " << program.buffers()[other].id << " overlap";
             }
-            ASSERT_LE(end, plan.arena_bytes[0]);
+            ASSERT_GE(begin, plan.resident_bytes[tier]);
+            ASSERT_LE(end, plan.arena_bytes[tier]);
             held[b] = {begin, end};
           }
           running.push_back(p);
@@ -163,6 +136,10 @@ TEST(MemoryPlanTest, NoRunOrderOverlapsLiveBuffers) {
     }
   }
 }
+
+TEST(MemoryPlanTest, NoRunOrderOverlapsLiveBuffers) { expect_no_run_order_overlaps(false); }
+
+TEST(MemoryPlanTest, NoRunOrderOverlapsLiveBuffersWithLoadsCopiesAndResidents) { expect_no_run_order_overlaps(true); }
 
 }  // namespace
 }  // namespace tt

@@ -1,8 +1,11 @@
 // A small builder of program specs for the IR, memory and executor tests.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -62,6 +65,62 @@ struct ProgramBuilder {
     return add(InstructionKind::Free, 0, std::move(buffers), {}, std::move(deps));
   }
 };
+
+// A random valid program: each step computes from up to two live buffers into a new one;
+// frees come after a buffer's last user. With `movement`, steps may also load a range of
+// weights.bin into RAM (io queue) or copy a live buffer between RAM and the device (link),
+// and computes may read a resident weight on either tier. Without it, the draws are the
+// ones the memory plan tests were written against.
+inline ProgramSpec random_program(std::mt19937& random, bool movement = false) {
+  ProgramBuilder b(1 << 30, 1 << 30);
+  std::vector<std::int64_t> weights;
+  if (movement) weights = {b.buffer(192, 0, BufferLifetime::Resident), b.buffer(64, 1, BufferLifetime::Resident)};
+  // Live buffers, each with the instructions touching it, its writer first.
+  std::vector<std::pair<std::int64_t, std::vector<std::int64_t>>> live;
+  auto tier_of = [&](std::int64_t id) { return b.spec.buffers[static_cast<std::size_t>(id - 100)].tier; };
+  for (int step = 0; step < 24; ++step) {
+    const unsigned kind = movement ? random() % 4 : 0;  // 0, 1: compute, 2: load, 3: copy
+    std::int64_t id = 0;
+    std::int64_t out = 0;
+    std::vector<std::int64_t> reads, deps;
+    if (kind == 2) {
+      const std::int64_t bytes = 64 * (1 + random() % 8);
+      const auto range = b.buffer(bytes, 2, BufferLifetime::Resident, 0, 4096 * (random() % 16));
+      out = b.buffer(bytes);
+      id = b.add(InstructionKind::Load, 1, {range}, {out});
+    } else if (kind == 3 && !live.empty()) {
+      auto& [source, users] = live[random() % live.size()];
+      reads = {source};
+      out = b.buffer(b.spec.buffers[static_cast<std::size_t>(source - 100)].bytes, 1 - tier_of(source));
+      id = b.add(InstructionKind::Copy, 2, {source}, {out}, {users.front()});
+    } else {
+      for (int k = 0; k < 2 && !live.empty(); ++k) {
+        auto& [buffer, users] = live[random() % live.size()];
+        if (std::find(reads.begin(), reads.end(), buffer) != reads.end()) continue;
+        reads.push_back(buffer);
+        deps.push_back(users.front());  // the writer
+      }
+      const std::int64_t bytes = 64 * (1 + random() % 8);
+      out = b.buffer(bytes, movement ? static_cast<std::int32_t>(random() % 2) : 0);
+      std::sort(deps.begin(), deps.end());
+      deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
+      std::vector<std::int64_t> operands = reads;
+      if (movement && random() % 2 == 0) operands.push_back(weights[random() % 2]);
+      id = b.compute(operands, {out}, deps);
+    }
+    for (auto& [buffer, users] : live) {
+      if (std::find(reads.begin(), reads.end(), buffer) != reads.end()) users.push_back(id);
+    }
+    live.push_back({out, {id}});
+    if (live.size() > 3 || random() % 3 == 0) {  // free a random live buffer after all its users
+      const std::size_t victim = random() % live.size();
+      b.free({live[victim].first}, live[victim].second);
+      live.erase(live.begin() + static_cast<std::ptrdiff_t>(victim));
+    }
+  }
+  for (const auto& [buffer, users] : live) b.spec.outputs.push_back(buffer);
+  return b.spec;
+}
 
 // Builds a program that must be rejected with `code`; returns the message.
 inline std::string rejection(ProgramSpec spec, ErrorCode code = ErrorCode::InvalidArgument) {

@@ -6,6 +6,7 @@
 #include <span>
 #include <vector>
 
+#include "tt/sim/event_loop.h"
 #include "tt/sim/machine_model.h"
 #include "tt/sim/sim_task.h"
 
@@ -23,36 +24,28 @@ class SimTaskGraph {
   SimTaskGraph(const MachineModel& machine, const std::vector<SimTask>& tasks);
 
   // Number of tasks.
-  std::size_t size() const noexcept { return durations_.size(); }
+  std::size_t size() const noexcept { return dag_.size(); }
 
   // Positions of the task's dependencies, in the order listed.
-  std::span<const std::size_t> deps(std::size_t position) const {
-    return {dep_positions_.data() + dep_offsets_[position], dep_offsets_[position + 1] - dep_offsets_[position]};
-  }
+  std::span<const std::size_t> deps(std::size_t position) const { return dag_.deps(position); }
 
   // Positions of the tasks that depend on this one, ascending.
-  std::span<const std::size_t> successors(std::size_t position) const {
-    return {successor_positions_.data() + successor_offsets_[position],
-            successor_offsets_[position + 1] - successor_offsets_[position]};
-  }
+  std::span<const std::size_t> successors(std::size_t position) const { return dag_.successors(position); }
 
   // The task's queue: devices take slots [0, devices), links the slots after them.
-  std::size_t resource_slot(std::size_t position) const { return resource_slots_[position]; }
+  std::size_t resource_slot(std::size_t position) const { return dag_.queue[position]; }
 
   // Number of queues: devices plus links.
-  std::size_t resource_count() const noexcept { return resource_count_; }
+  std::size_t resource_count() const noexcept { return dag_.capacity.size(); }
 
   // How long the task runs once started (a Transfer's comes from its link).
-  double duration(std::size_t position) const { return durations_[position]; }
+  double duration(std::size_t position) const { return dag_.duration[position]; }
+
+  // The form the event loop runs: every queue of capacity 1, ties broken by position.
+  const TimedDag& dag() const noexcept { return dag_; }
 
  private:
-  std::vector<std::size_t> dep_offsets_;
-  std::vector<std::size_t> dep_positions_;
-  std::vector<std::size_t> successor_offsets_;
-  std::vector<std::size_t> successor_positions_;
-  std::vector<std::size_t> resource_slots_;
-  std::vector<double> durations_;
-  std::size_t resource_count_ = 0;
+  TimedDag dag_;
 };
 
 }  // namespace tt
