@@ -40,21 +40,24 @@ void bind_program(nb::module_& m) {
       .def("__init__",
            [](Buffer* self, std::int64_t id, std::int32_t tier, std::int64_t bytes, std::int64_t alignment,
               std::string dtype, std::vector<std::int64_t> shape, BufferLifetime lifetime, std::string label,
-              std::int32_t file, std::int64_t file_offset) {
+              std::int32_t file, std::int64_t file_offset, bool torch_owned) {
              new (self) Buffer{id, tier, bytes, alignment, std::move(dtype), std::move(shape), lifetime,
-                               std::move(label), file, file_offset};
+                               std::move(label), file, file_offset, torch_owned};
            },
            "id"_a, "tier"_a, "bytes"_a, "alignment"_a = 64, "dtype"_a = "", "shape"_a = std::vector<std::int64_t>{},
-           "lifetime"_a = BufferLifetime::Transient, "label"_a = "", "file"_a = -1, "file_offset"_a = 0)
+           "lifetime"_a = BufferLifetime::Transient, "label"_a = "", "file"_a = -1, "file_offset"_a = 0,
+           "torch_owned"_a = false)
       .def_ro("id", &Buffer::id).def_ro("tier", &Buffer::tier).def_ro("bytes", &Buffer::bytes)
       .def_ro("alignment", &Buffer::alignment).def_ro("dtype", &Buffer::dtype).def_ro("shape", &Buffer::shape)
       .def_ro("lifetime", &Buffer::lifetime).def_ro("label", &Buffer::label).def_ro("file", &Buffer::file)
-      .def_ro("file_offset", &Buffer::file_offset);
+      .def_ro("file_offset", &Buffer::file_offset).def_ro("torch_owned", &Buffer::torch_owned);
 
   nb::class_<MemoryPlan>(m, "MemoryPlan")
       .def_ro("offsets", &MemoryPlan::offsets, "per buffer: offset in its tier's arena (-1: none)")
       .def_ro("arena_bytes", &MemoryPlan::arena_bytes, "per tier: bytes its arena needs")
       .def_ro("resident_bytes", &MemoryPlan::resident_bytes, "per tier: of which resident across calls")
+      .def_ro("owned_bytes", &MemoryPlan::owned_bytes, "per tier: the core's own arena (torch-owned bytes excluded)")
+      .def_ro("owned_resident_bytes", &MemoryPlan::owned_resident_bytes, "per tier: its resident part")
       .def_ro("peak_bytes", &MemoryPlan::peak_bytes, "per tier: most bytes live at once in the plan's order")
       .def_ro("reuse_deps", &MemoryPlan::reuse_deps, "(free position, writer position) pairs the plan added");
 
@@ -76,7 +79,9 @@ void bind_program(nb::module_& m) {
       .def_prop_ro("buffers", &Program::buffers)
       .def_prop_ro("outputs", &Program::outputs)
       .def_prop_ro("schedule", &Program::schedule, "the instructions with the memory plan's dependencies added")
-      .def_prop_ro("memory_plan", &Program::memory_plan);
+      .def_prop_ro("memory_plan", &Program::memory_plan)
+      .def_prop_ro("first_writes", &Program::first_writes, "per position: buffer positions it writes first")
+      .def_prop_ro("frees", &Program::frees, "per position: buffer positions it frees");
 }
 
 }  // namespace tt::bindings

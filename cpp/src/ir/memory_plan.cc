@@ -41,21 +41,27 @@ std::int64_t lowest_fit(std::vector<const Placed*>& conflicts, std::int64_t floo
 
 }  // namespace
 
-MemoryPlan plan_memory(const std::vector<Tier>& tiers, const std::vector<Buffer>& buffers,
-                       const std::vector<BufferInterval>& intervals, const std::vector<std::size_t>& rank,
-                       const HappensBefore& order) {
-  MemoryPlan plan;
-  plan.offsets.assign(buffers.size(), -1);
-  plan.arena_bytes.assign(tiers.size(), 0);
-  plan.resident_bytes.assign(tiers.size(), 0);
-  plan.peak_bytes.assign(tiers.size(), 0);
+namespace {
 
+// Plans one space (the core's arena, or torch's bytes) of every tier: residents from 0,
+// then transients. Fills offsets and reuse dependencies; returns per tier the resident
+// end, the space's end and the transients' (rank, +bytes at begin / -bytes after end).
+struct SpaceSizes {
+  std::vector<std::int64_t> resident, total;
+  std::vector<std::vector<std::pair<std::size_t, std::int64_t>>> events;
+};
+
+SpaceSizes plan_space(bool torch_owned, const std::vector<Tier>& tiers, const std::vector<Buffer>& buffers,
+                      const std::vector<BufferInterval>& intervals, const std::vector<std::size_t>& rank,
+                      const HappensBefore& order, MemoryPlan& plan) {
+  SpaceSizes sizes{std::vector<std::int64_t>(tiers.size(), 0), std::vector<std::int64_t>(tiers.size(), 0),
+                   std::vector<std::vector<std::pair<std::size_t, std::int64_t>>>(tiers.size())};
   std::vector<std::size_t> transients;
   for (std::size_t i = 0; i < buffers.size(); ++i) {
     const Buffer& buffer = buffers[i];
-    if (!in_arena(buffer)) continue;
+    if (!in_arena(buffer) || buffer.torch_owned != torch_owned) continue;
     if (buffer.lifetime == BufferLifetime::Resident) {
-      std::int64_t& end = plan.resident_bytes[buffer.tier];
+      std::int64_t& end = sizes.resident[buffer.tier];
       plan.offsets[i] = align_up(end, buffer.alignment);
       end = plan.offsets[i] + buffer.bytes;
     } else if (intervals[i].first_write != BufferInterval::npos) {
@@ -75,17 +81,16 @@ MemoryPlan plan_memory(const std::vector<Tier>& tiers, const std::vector<Buffer>
     for (const Placed& other : placed[buffer.tier]) {
       if (other.begin_rank <= end && begin <= other.end_rank) conflicts.push_back(&other);
     }
-    const std::int64_t offset =
-        lowest_fit(conflicts, plan.resident_bytes[buffer.tier], buffer.bytes, buffer.alignment);
+    const std::int64_t offset = lowest_fit(conflicts, sizes.resident[buffer.tier], buffer.bytes, buffer.alignment);
     plan.offsets[i] = offset;
     placed[buffer.tier].push_back({offset, offset + buffer.bytes, begin, end, i});
   }
 
   for (std::size_t tier = 0; tier < tiers.size(); ++tier) {
-    std::int64_t arena = plan.resident_bytes[tier];
-    std::vector<std::pair<std::size_t, std::int64_t>> events;  // (rank, +bytes at begin / -bytes after end)
+    std::int64_t total = sizes.resident[tier];
+    auto& events = sizes.events[tier];
     for (const Placed& p : placed[tier]) {
-      arena = std::max(arena, p.end_offset);
+      total = std::max(total, p.end_offset);
       const std::int64_t bytes = p.end_offset - p.begin_offset;
       events.emplace_back(2 * p.begin_rank, bytes);
       if (p.end_rank != kForever) events.emplace_back(2 * p.end_rank + 1, -bytes);
@@ -98,6 +103,27 @@ MemoryPlan plan_memory(const std::vector<Tier>& tiers, const std::vector<Buffer>
         if (!order.precedes(freed, written)) plan.reuse_deps.emplace_back(freed, written);
       }
     }
+    sizes.total[tier] = total;
+  }
+  return sizes;
+}
+
+}  // namespace
+
+MemoryPlan plan_memory(const std::vector<Tier>& tiers, const std::vector<Buffer>& buffers,
+                       const std::vector<BufferInterval>& intervals, const std::vector<std::size_t>& rank,
+                       const HappensBefore& order) {
+  MemoryPlan plan;
+  plan.offsets.assign(buffers.size(), -1);
+  const SpaceSizes owned = plan_space(false, tiers, buffers, intervals, rank, order, plan);
+  const SpaceSizes torch = plan_space(true, tiers, buffers, intervals, rank, order, plan);
+  for (std::size_t tier = 0; tier < tiers.size(); ++tier) {
+    plan.arena_bytes.push_back(owned.total[tier] + torch.total[tier]);
+    plan.resident_bytes.push_back(owned.resident[tier] + torch.resident[tier]);
+    plan.owned_bytes.push_back(owned.total[tier]);
+    plan.owned_resident_bytes.push_back(owned.resident[tier]);
+    auto events = owned.events[tier];
+    events.insert(events.end(), torch.events[tier].begin(), torch.events[tier].end());
     std::sort(events.begin(), events.end());
     std::int64_t live = 0;
     std::int64_t peak = 0;
@@ -105,8 +131,7 @@ MemoryPlan plan_memory(const std::vector<Tier>& tiers, const std::vector<Buffer>
       live += bytes;
       peak = std::max(peak, live);
     }
-    plan.arena_bytes[tier] = arena;
-    plan.peak_bytes[tier] = plan.resident_bytes[tier] + peak;
+    plan.peak_bytes.push_back(plan.resident_bytes[tier] + peak);
   }
   std::sort(plan.reuse_deps.begin(), plan.reuse_deps.end());
   plan.reuse_deps.erase(std::unique(plan.reuse_deps.begin(), plan.reuse_deps.end()), plan.reuse_deps.end());

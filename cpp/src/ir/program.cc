@@ -286,6 +286,12 @@ Program::Program(ProgramSpec spec) : spec_(std::move(spec)) {
     intervals[b].free = free;
   }
 
+  first_writes_.resize(spec_.instructions.size());
+  frees_.resize(spec_.instructions.size());
+  for (std::size_t b = 0; b < intervals.size(); ++b) {
+    if (intervals[b].first_write != BufferInterval::npos) first_writes_[intervals[b].first_write].push_back(b);
+    if (intervals[b].free != BufferInterval::npos) frees_[intervals[b].free].push_back(b);
+  }
   plan_ = plan_memory(spec_.tiers, spec_.buffers, intervals, order.rank(), order);
   for (std::size_t t = 0; t < spec_.tiers.size(); ++t) {
     if (plan_.arena_bytes[t] > spec_.tiers[t].capacity_bytes) {

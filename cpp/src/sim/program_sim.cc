@@ -119,14 +119,9 @@ std::vector<std::int64_t> peak_bytes(const Program& program, const Timeline& tim
   constexpr double kNever = -1.0;
   std::vector<double> begin(buffers.size(), kNever);
   std::vector<double> end(buffers.size(), kNever);
-  const auto& instructions = program.schedule()->instructions();
-  for (std::size_t p = 0; p < instructions.size(); ++p) {
-    for (std::int64_t id : instructions[p].writes) {
-      double& first = begin[program.buffer_position(id)];
-      first = first == kNever ? timeline.start[p] : std::min(first, timeline.start[p]);
-    }
-    if (instructions[p].kind != InstructionKind::Free) continue;
-    for (std::int64_t id : instructions[p].reads) end[program.buffer_position(id)] = timeline.end[p];
+  for (std::size_t p = 0; p < program.first_writes().size(); ++p) {
+    for (std::size_t b : program.first_writes()[p]) begin[b] = timeline.start[p];
+    for (std::size_t b : program.frees()[p]) end[b] = timeline.end[p];
   }
   std::vector<MemoryEvent> events;
   for (std::size_t b = 0; b < buffers.size(); ++b) {

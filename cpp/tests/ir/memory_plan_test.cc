@@ -52,6 +52,30 @@ TEST(MemoryPlanTest, ResidentsComeFirstAndInputsAndFileRangesTakeNoArena) {
   EXPECT_EQ(plan.arena_bytes[2], 0);
 }
 
+TEST(MemoryPlanTest, TorchOwnedBuffersAreCountedButNotInTheCoresArena) {
+  ProgramBuilder b;
+  const auto weight = b.buffer(256, 0, BufferLifetime::Resident);  // the core's
+  const auto model_weight = b.buffer(512, 0, BufferLifetime::Resident);
+  const auto activation = b.buffer(1024);
+  const auto loaded = b.buffer(128);
+  b.spec.buffers[1].torch_owned = true;
+  b.spec.buffers[2].torch_owned = true;
+  const auto c0 = b.compute({weight, model_weight}, {activation, loaded});
+  const auto c1 = b.compute({activation, loaded}, {}, {c0});
+  b.free({activation, loaded}, {c1});
+  Program program(b.spec);
+  const MemoryPlan& plan = program.memory_plan();
+  EXPECT_EQ(plan.owned_resident_bytes[0], 256);
+  EXPECT_EQ(plan.owned_bytes[0], 256 + 128);
+  EXPECT_EQ(plan.resident_bytes[0], 256 + 512);
+  EXPECT_EQ(plan.arena_bytes[0], 256 + 128 + 512 + 1024);
+  EXPECT_EQ(plan.peak_bytes[0], plan.arena_bytes[0]);
+  EXPECT_EQ(plan.offsets, (std::vector<std::int64_t>{0, 0, 512, 256}));
+  EXPECT_EQ(program.first_writes()[0], (std::vector<std::size_t>{2, 3}));
+  EXPECT_EQ(program.frees()[2], (std::vector<std::size_t>{2, 3}));
+  EXPECT_TRUE(program.frees()[0].empty());
+}
+
 TEST(MemoryPlanTest, ReuseAcrossUnorderedBranchesAddsADependency) {
   ProgramBuilder b;
   const auto x = b.buffer(256);

@@ -72,6 +72,10 @@ struct Buffer {
   // offset the memory plan gives it (file stays -1).
   std::int32_t file = -1;
   std::int64_t file_offset = 0;
+  // The bytes are a tensor torch allocated (a kernel's output, or a model's own weight
+  // used in place), not arena memory: planned and counted like any buffer, so budgets
+  // hold, but never allocated by the core.
+  bool torch_owned = false;
 };
 
 }  // namespace tt

@@ -18,11 +18,15 @@ struct BufferInterval {
   static constexpr std::size_t npos = static_cast<std::size_t>(-1);
 };
 
-// A plain value: the plan of one program.
+// A plain value: the plan of one program. Each tier has two spaces planned the same way:
+// the arena the core allocates, and the bytes torch allocates (torch_owned buffers),
+// whose offsets only serve to bound how many of them live at once.
 struct MemoryPlan {
-  std::vector<std::int64_t> offsets;          // per buffer (program order): offset in its tier's arena; -1: not in an arena (inputs, file ranges)
-  std::vector<std::int64_t> arena_bytes;      // per tier: bytes its arena needs (resident and transient)
-  std::vector<std::int64_t> resident_bytes;   // per tier: of which resident, held across calls
+  std::vector<std::int64_t> offsets;          // per buffer (program order): offset in its space; -1: none (inputs, file ranges)
+  std::vector<std::int64_t> arena_bytes;      // per tier: both spaces, the most bytes the tier ever holds
+  std::vector<std::int64_t> resident_bytes;   // per tier: of which resident, held across calls (both spaces)
+  std::vector<std::int64_t> owned_bytes;      // per tier: the core's arena (resident and transient)
+  std::vector<std::int64_t> owned_resident_bytes;  // per tier: its resident part, at offsets [0, this)
   std::vector<std::int64_t> peak_bytes;       // per tier: most bytes live at once in the plan's order
   // (earlier Free position, later writer position): dependencies added so a buffer that
   // reuses another's space is written only after that one is freed.

@@ -53,11 +53,19 @@ class Program {
   // Position in buffers() of the buffer with this id; Error(NotFound) if none.
   std::size_t buffer_position(std::int64_t id) const;
 
+  // Per instruction position: the buffers (positions in buffers()) whose life starts when
+  // it starts (it writes them first), and those whose life ends when it ends (a Free).
+  // The executor's ledger and the simulator count memory by these.
+  const std::vector<std::vector<std::size_t>>& first_writes() const noexcept { return first_writes_; }
+  const std::vector<std::vector<std::size_t>>& frees() const noexcept { return frees_; }
+
  private:
   ProgramSpec spec_;
   std::unordered_map<std::int64_t, std::size_t> buffer_position_;
   MemoryPlan plan_;
   std::shared_ptr<const Schedule> schedule_;
+  std::vector<std::vector<std::size_t>> first_writes_;
+  std::vector<std::vector<std::size_t>> frees_;
 };
 
 }  // namespace tt
