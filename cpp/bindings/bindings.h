@@ -17,5 +17,6 @@ void bind_sim(nanobind::module_& m);
 void bind_program(nanobind::module_& m);
 void bind_program_sim(nanobind::module_& m);
 void bind_memory(nanobind::module_& m);
+void bind_data_plane(nanobind::module_& m);
 
 }  // namespace tt::bindings

@@ -15,4 +15,5 @@ NB_MODULE(_core, m) {
   tt::bindings::bind_program(m);
   tt::bindings::bind_program_sim(m);
   tt::bindings::bind_memory(m);
+  tt::bindings::bind_data_plane(m);
 }

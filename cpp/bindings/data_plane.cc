@@ -1,0 +1,95 @@
+// Python view of the data plane: a program's runtime, each call's memory as zero-copy torch views,
+// and runs that enter Python only for Compute instructions.
+#include <memory>
+
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include "bindings.h"
+#include "python_kernel.h"
+#include "tt/common/error.h"
+#include "tt/runtime/data_plane.h"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace tt::bindings {
+namespace {
+
+using ByteTensor = nb::ndarray<nb::pytorch, std::uint8_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+
+// A uint8 tensor over buffer `id`'s bytes; it keeps the arena alive, so torch never sees
+// the bytes reused while it holds the view.
+ByteTensor buffer_view(const Program& program, const CallMemory& memory, std::int64_t id) {
+  const std::size_t position = program.buffer_position(id);
+  auto [arena, offset] = memory.locate(position);
+  auto* keep = new std::shared_ptr<HostArena>(std::move(arena));
+  nb::capsule owner(keep, [](void* p) noexcept { delete static_cast<std::shared_ptr<HostArena>*>(p); });
+  const auto bytes = static_cast<std::size_t>(program.buffers()[position].bytes);
+  return ByteTensor((*keep)->data() + offset, {bytes}, owner);
+}
+
+// Holds the program beside the plane so views can name buffers by id.
+struct PyDataPlane {
+  std::shared_ptr<const Program> program;
+  std::unique_ptr<DataPlane> plane;
+
+  ~PyDataPlane() {
+    nb::gil_scoped_release no_gil;  // joining workers may wait for a kernel that needs the GIL
+    plane.reset();
+  }
+
+  RunReport run(const std::shared_ptr<CallMemory>& memory, nb::callable compute, double stall_timeout_s,
+                std::shared_ptr<CancelToken> cancel) {
+    auto owner = std::make_shared<PythonKernel>(std::move(compute));
+    ComputeKernel kernel = [owner](const Instruction& instruction) {
+      keep_python_thread_state();
+      nb::gil_scoped_acquire gil;
+      owner->fn(instruction.id);
+    };
+    RunOptions options;
+    options.stall_timeout_s = stall_timeout_s;
+    options.cancel = std::move(cancel);
+    nb::gil_scoped_release no_gil;
+    return plane->run(memory, std::move(kernel), options);
+  }
+};
+
+}  // namespace
+
+void bind_data_plane(nb::module_& m) {
+  nb::class_<CallMemory>(m, "CallMemory")
+      .def_prop_ro("peak_bytes", &CallMemory::peak_bytes,
+                   "per tier: residents plus the most transient bytes live at once in this call");
+
+  nb::class_<PyDataPlane>(m, "DataPlane")
+      .def("__init__",
+           [](PyDataPlane* self, std::shared_ptr<const Program> program, std::shared_ptr<IoEngine> io,
+              std::int32_t workers) {
+             new (self) PyDataPlane{program, std::make_unique<DataPlane>(program, std::move(io), workers)};
+           },
+           "program"_a, "io"_a, "workers"_a = 1,
+           "Allocates the program's resident arenas and books them in its ledger.")
+      .def("begin_call", [](PyDataPlane& self, double timeout_s) { return self.plane->begin_call(timeout_s); },
+           "timeout_s"_a, nb::call_guard<nb::gil_scoped_release>(),
+           "A call's memory, once the ledger has room for its working set (MemoryCapacityError on timeout).")
+      .def("end_call", [](PyDataPlane& self, const std::shared_ptr<CallMemory>& memory) { self.plane->end_call(memory); },
+           "memory"_a)
+      .def("run", &PyDataPlane::run, "memory"_a, "compute"_a, "stall_timeout_s"_a = 300.0,
+           "cancel"_a.none() = nb::none(),
+           "Runs the program for one call: loads, copies and frees natively, compute(instruction_id) "
+           "for Compute instructions; re-raises the first error.")
+      .def("view", [](PyDataPlane& self, const CallMemory& memory, std::int64_t id) {
+             return buffer_view(*self.program, memory, id);
+           }, "memory"_a, "buffer_id"_a, "A uint8 tensor over a buffer the core holds (resident or this call's).")
+      .def("resident_memory", [](PyDataPlane& self) { return self.plane->resident_memory(); },
+           "The resident buffers alone, for filling them before the first call.")
+      .def("held", [](PyDataPlane& self, std::int32_t tier) { return self.plane->ledger().held(tier); }, "tier"_a)
+      .def("ledger_peak", [](PyDataPlane& self, std::int32_t tier) { return self.plane->ledger().peak(tier); },
+           "tier"_a)
+      .def_prop_ro("program", [](PyDataPlane& self) { return self.program; });
+}
+
+}  // namespace tt::bindings

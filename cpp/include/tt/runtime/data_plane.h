@@ -1,0 +1,103 @@
+// Runs a Program: Load, Copy and Free natively (the I/O engine, memcpy, the ledger); Compute through a callback.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+#include "tt/ir/program.h"
+#include "tt/memory/host_arena.h"
+#include "tt/memory/ledger.h"
+#include "tt/runtime/executor.h"
+#include "tt/storage/io_engine.h"
+
+namespace tt {
+
+// The memory of one call: a transient arena per tier from the data plane's pools, held
+// until the last handle (the call, or a torch view of its bytes) drops. Thread-safe to
+// read; its buffers are written by the instructions that own them.
+class CallMemory {
+ public:
+  // The address of buffer `position` (of program.buffers()) in the resident or this
+  // call's arena; Error(InvalidArgument) for buffers the core does not hold (torch-owned,
+  // inputs, file ranges).
+  std::byte* address(std::size_t position) const;
+
+  // The arena holding buffer `position` and the buffer's offset in it, for zero-copy views.
+  std::pair<std::shared_ptr<HostArena>, std::int64_t> locate(std::size_t position) const;
+
+  // Per tier: the residents plus the most transient bytes this call held live at once,
+  // counted as the simulator counts them (first writer's start to its Free's end).
+  std::vector<std::int64_t> peak_bytes() const;
+
+ private:
+  friend class DataPlane;
+  void take(std::size_t position);   // a buffer's life starts
+  void give(std::size_t position);   // it ends
+  void give_all();                   // after a failure: whatever is still live
+
+  const Program* program_ = nullptr;
+  std::vector<std::shared_ptr<HostArena>> resident_;   // per tier, shared by every call
+  std::vector<std::shared_ptr<HostArena>> transient_;  // per tier, this call's
+  std::vector<std::int64_t> booked_;                   // per tier: what begin_call reserved in the ledger
+  mutable std::mutex mutex_;
+  std::vector<bool> live_;                             // per buffer
+  std::vector<std::int64_t> live_bytes_, peak_;        // per tier, transients only
+};
+
+// What the Python side runs for a Compute instruction; may throw.
+using ComputeKernel = std::function<void(const Instruction& instruction)>;
+
+// One program's runtime: its resident arenas (allocated once), a pool of per-call arenas,
+// the ledger that enforces each tier's budget, and the I/O engine its loads use. The
+// ledger admits a call only with room for its whole transient plan (the memory plan
+// bounds what any run order holds), so concurrent calls never exceed a budget. run() is
+// thread-safe; concurrent calls share the residents and each take their own arenas.
+class DataPlane {
+ public:
+  // Allocates the resident arenas and books the residents in the ledger. Throws
+  // Error(ResourceExhausted) if the residents alone exceed a tier.
+  DataPlane(std::shared_ptr<const Program> program, std::shared_ptr<IoEngine> io, std::int32_t workers);
+
+  // A new call's memory (arenas from the pool). Waits up to timeout_s for room in the
+  // ledger for the call's transient bytes when other calls hold it; Error(ResourceExhausted)
+  // when there is no room by then.
+  std::shared_ptr<CallMemory> begin_call(double timeout_s);
+
+  // Runs every instruction of the program for the call that owns `memory`: loads through
+  // the I/O engine (completing asynchronously), copies and frees natively without the GIL,
+  // compute through `compute`. Returns or throws only once nothing of the call is in
+  // progress (after a stall: see Executor::run), so its arenas are no longer written.
+  RunReport run(const std::shared_ptr<CallMemory>& memory, ComputeKernel compute, RunOptions options);
+
+  // The resident buffers alone (for filling them before the first call): a CallMemory
+  // without transient arenas, booking nothing.
+  std::shared_ptr<CallMemory> resident_memory() const;
+
+  // Gives back the call's transient bytes (booked by begin_call); the arenas go back to the
+  // pool once every view of them is gone.
+  void end_call(const std::shared_ptr<CallMemory>& memory);
+
+  const Program& program() const noexcept { return *program_; }
+  MemoryLedger& ledger() noexcept { return ledger_; }
+  const std::shared_ptr<HostArena>& resident_arena(std::size_t tier) const { return resident_[tier]; }
+  IoEngine& io() noexcept { return *io_; }
+
+ private:
+  void start(const std::shared_ptr<CallMemory>& memory, const ComputeKernel& compute, const Instruction& instruction,
+             std::size_t position, Completion done);
+
+  std::shared_ptr<const Program> program_;
+  std::shared_ptr<IoEngine> io_;
+  Executor executor_;
+  MemoryLedger ledger_;       // per tier: residents, plus each call's live transients
+  std::vector<std::shared_ptr<HostArena>> resident_;
+  std::vector<std::unique_ptr<HostArenaPool>> pools_;
+  std::vector<std::shared_ptr<const FileDigests>> digests_;  // per file, null without digests
+};
+
+}  // namespace tt

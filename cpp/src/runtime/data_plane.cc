@@ -1,0 +1,192 @@
+// The data plane: a program's arenas, its ledger admission, and the native side of every instruction.
+#include "tt/runtime/data_plane.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "tt/common/error.h"
+
+namespace tt {
+namespace {
+
+bool held_by_core(const Buffer& buffer) {
+  return !buffer.torch_owned && buffer.lifetime != BufferLifetime::Input && buffer.file < 0;
+}
+
+}  // namespace
+
+std::pair<std::shared_ptr<HostArena>, std::int64_t> CallMemory::locate(std::size_t position) const {
+  const Buffer& buffer = program_->buffers().at(position);
+  if (!held_by_core(buffer)) {
+    throw Error(ErrorCode::InvalidArgument, "call memory: buffer " + std::to_string(buffer.id) + " ('" + buffer.label +
+                                                "') is not held by the core (torch-owned, an input or a file range)");
+  }
+  const std::int64_t offset = program_->memory_plan().offsets[position];
+  if (buffer.lifetime == BufferLifetime::Resident) return {resident_[buffer.tier], offset};
+  if (!transient_[buffer.tier]) {
+    throw Error(ErrorCode::InvalidArgument, "call memory: buffer " + std::to_string(buffer.id) + " ('" + buffer.label +
+                                                "') is transient; only a call's memory holds it");
+  }
+  return {transient_[buffer.tier], offset - program_->memory_plan().owned_resident_bytes[buffer.tier]};
+}
+
+std::byte* CallMemory::address(std::size_t position) const {
+  const auto [arena, offset] = locate(position);
+  return arena->data() + offset;
+}
+
+void CallMemory::take(std::size_t position) {
+  const Buffer& buffer = program_->buffers()[position];
+  std::lock_guard lock(mutex_);
+  if (live_[position]) return;
+  live_[position] = true;
+  live_bytes_[buffer.tier] += buffer.bytes;
+  peak_[buffer.tier] = std::max(peak_[buffer.tier], live_bytes_[buffer.tier]);
+}
+
+void CallMemory::give(std::size_t position) {
+  const Buffer& buffer = program_->buffers()[position];
+  std::lock_guard lock(mutex_);
+  if (!live_[position]) return;
+  live_[position] = false;
+  live_bytes_[buffer.tier] -= buffer.bytes;
+}
+
+void CallMemory::give_all() {
+  std::lock_guard lock(mutex_);
+  std::fill(live_.begin(), live_.end(), false);
+  std::fill(live_bytes_.begin(), live_bytes_.end(), 0);
+}
+
+std::vector<std::int64_t> CallMemory::peak_bytes() const {
+  std::lock_guard lock(mutex_);
+  std::vector<std::int64_t> peaks = peak_;
+  for (std::size_t tier = 0; tier < peaks.size(); ++tier) peaks[tier] += program_->memory_plan().resident_bytes[tier];
+  return peaks;
+}
+
+DataPlane::DataPlane(std::shared_ptr<const Program> program, std::shared_ptr<IoEngine> io, std::int32_t workers)
+    : program_(std::move(program)), io_(std::move(io)), executor_(ExecutorOptions{workers}), ledger_(program_->tiers()) {
+  const MemoryPlan& plan = program_->memory_plan();
+  for (std::size_t tier = 0; tier < program_->tiers().size(); ++tier) {
+    ledger_.reserve(static_cast<std::int32_t>(tier), plan.resident_bytes[tier], "the resident buffers");
+    const bool in_memory = program_->tiers()[tier].kind != TierKind::Disk;
+    resident_.push_back(in_memory ? std::make_shared<HostArena>(plan.owned_resident_bytes[tier]) : nullptr);
+    pools_.push_back(std::make_unique<HostArenaPool>(in_memory ? plan.owned_bytes[tier] - plan.owned_resident_bytes[tier] : 0));
+  }
+  for (const FileSpec& file : program_->files()) {
+    if (file.chunk_bytes == 0) {
+      digests_.push_back(nullptr);
+      continue;
+    }
+    auto digests = std::make_shared<FileDigests>();
+    digests->chunk_bytes = static_cast<std::uint64_t>(file.chunk_bytes);
+    for (const std::string& hex : file.chunk_sha256) digests->chunks.push_back(hex_to_digest(hex));
+    digests_.push_back(std::move(digests));
+  }
+}
+
+std::shared_ptr<CallMemory> DataPlane::begin_call(double timeout_s) {
+  const MemoryPlan& plan = program_->memory_plan();
+  const std::size_t tiers = program_->tiers().size();
+  auto memory = std::make_shared<CallMemory>();
+  memory->program_ = program_.get();
+  memory->resident_ = resident_;
+  memory->booked_.resize(tiers);
+  for (std::size_t tier = 0; tier < tiers; ++tier) memory->booked_[tier] = plan.arena_bytes[tier] - plan.resident_bytes[tier];
+  if (!ledger_.reserve_all(memory->booked_, timeout_s, "a call's working set")) {
+    throw Error(ErrorCode::ResourceExhausted, "no room for another call within " + std::to_string(timeout_s) +
+                                                  " s: concurrent calls hold the budget");
+  }
+  try {
+    for (std::size_t tier = 0; tier < tiers; ++tier) memory->transient_.push_back(pools_[tier]->acquire());
+  } catch (...) {
+    ledger_.release_all(memory->booked_);
+    throw;
+  }
+  memory->live_.assign(program_->buffers().size(), false);
+  memory->live_bytes_.assign(tiers, 0);
+  memory->peak_.assign(tiers, 0);
+  return memory;
+}
+
+std::shared_ptr<CallMemory> DataPlane::resident_memory() const {
+  auto memory = std::make_shared<CallMemory>();
+  memory->program_ = program_.get();
+  memory->resident_ = resident_;
+  memory->transient_.resize(resident_.size());
+  memory->booked_.assign(resident_.size(), 0);
+  memory->live_.assign(program_->buffers().size(), false);
+  memory->live_bytes_.assign(resident_.size(), 0);
+  memory->peak_.assign(resident_.size(), 0);
+  return memory;
+}
+
+void DataPlane::end_call(const std::shared_ptr<CallMemory>& memory) {
+  ledger_.release_all(memory->booked_);
+  memory->booked_.assign(memory->booked_.size(), 0);
+}
+
+void DataPlane::start(const std::shared_ptr<CallMemory>& memory, const ComputeKernel& compute,
+                      const Instruction& instruction, std::size_t position, Completion done) {
+  for (std::size_t buffer : program_->first_writes()[position]) memory->take(buffer);
+  const auto& buffers = program_->buffers();
+  switch (instruction.kind) {
+    case InstructionKind::Compute:
+      compute(instruction);
+      done();
+      return;
+    case InstructionKind::Load: {
+      const std::size_t from = program_->buffer_position(instruction.reads[0]);
+      const std::size_t to = program_->buffer_position(instruction.writes[0]);
+      const Buffer& range = buffers[from];
+      ReadRequest request;
+      request.path = program_->files()[range.file].path;
+      request.offset = static_cast<std::uint64_t>(range.file_offset);
+      request.length = static_cast<std::uint64_t>(range.bytes);
+      request.destination = memory->address(to);
+      request.digests = digests_[range.file];
+      // Completes on an I/O thread; no executor thread waits for it.
+      io_->submit(std::move(request), [done](std::exception_ptr failure) { done(std::move(failure)); });
+      return;
+    }
+    case InstructionKind::Copy:
+    case InstructionKind::Transfer:
+      for (std::size_t i = 0; i < instruction.reads.size(); ++i) {
+        const std::size_t from = program_->buffer_position(instruction.reads[i]);
+        const std::size_t to = program_->buffer_position(instruction.writes[i]);
+        std::memcpy(memory->address(to), memory->address(from), static_cast<std::size_t>(buffers[from].bytes));
+      }
+      done();
+      return;
+    case InstructionKind::Free:
+      for (std::size_t buffer : program_->frees()[position]) memory->give(buffer);
+      done();
+      return;
+    case InstructionKind::Spill:
+    case InstructionKind::Reload:
+      throw Error(ErrorCode::Incompatible, std::string(instruction_kind_name(instruction.kind)) + " " +
+                                               std::to_string(instruction.id) +
+                                               ": spill files are not executable yet (they come with the storage tier)");
+  }
+  throw Error(ErrorCode::Internal, "data plane: unknown instruction kind");
+}
+
+RunReport DataPlane::run(const std::shared_ptr<CallMemory>& memory, ComputeKernel compute, RunOptions options) {
+  options.queue_capacities.clear();
+  for (const Queue& queue : program_->queues()) options.queue_capacities.push_back(queue.capacity);
+  const Instruction* first = program_->schedule()->instructions().data();
+  AsyncKernel kernel = [this, memory, compute = std::move(compute), first](const Instruction& instruction,
+                                                                            Completion done) {
+    start(memory, compute, instruction, static_cast<std::size_t>(&instruction - first), std::move(done));
+  };
+  try {
+    return executor_.run_async(program_->schedule(), std::move(kernel), options);
+  } catch (...) {
+    memory->give_all();
+    throw;
+  }
+}
+
+}  // namespace tt
