@@ -77,7 +77,8 @@ void bind_executor(nb::module_& m) {
       .def_ro("end_us", &InstructionRecord::end_us)
       .def_ro("ran", &InstructionRecord::ran)
       .def_ro("predicted_start_us", &InstructionRecord::predicted_start_us)
-      .def_ro("predicted_end_us", &InstructionRecord::predicted_end_us);
+      .def_ro("predicted_end_us", &InstructionRecord::predicted_end_us)
+      .def_ro("bytes", &InstructionRecord::bytes, "bytes it moved (loads and copies)");
 
   nb::class_<RunReport>(m, "RunReport")
       .def("__init__",
@@ -88,6 +89,9 @@ void bind_executor(nb::module_& m) {
       .def_ro("records", &RunReport::records)
       .def_ro("wall_us", &RunReport::wall_us)
       .def_ro("workers", &RunReport::workers)
+      .def_ro("bytes_read", &RunReport::bytes_read, "bytes its loads read from files")
+      .def_ro("read_us", &RunReport::read_us, "microseconds with at least one load in progress")
+      .def_ro("read_overlapped_us", &RunReport::read_overlapped_us, "of which some compute ran at the same time")
       .def("chrome_trace_json", &chrome_trace_json, "Chrome trace-event JSON that Perfetto opens.");
 
   nb::class_<PyExecutor>(m, "Executor")

@@ -21,6 +21,7 @@ from .errors import (
     MemoryCapacityError,
     PlanningError,
     ScheduleError,
+    StorageError,
     TensorTorrentError,
     UnsafeArtifactError,
     UnsupportedError,
@@ -34,6 +35,7 @@ logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 __all__ = [
     "ArtifactError",
+    "StorageError",
     "UnsafeArtifactError",
     "load_compiled",
     "CaptureError",

@@ -36,6 +36,10 @@ class CompileConfig:
         see tt.Objective).
     objective_weights: with Objective.WEIGHTED only, the weight of each measure, e.g.
         {"latency": 1.0, "throughput": 0.0, "memory": 0.5}; missing names weigh 0.
+    prefetch_distance: when weights stream from disk, how many streamed regions' reads
+        are issued ahead of the region computing (0: read a region's weights only after
+        the previous streamed region computed); None picks 1, or 0 where only that fits.
+    io_queue_depth: reads the I/O engine keeps in flight when weights stream.
     """
 
     max_region_nodes: int = 256
@@ -49,6 +53,8 @@ class CompileConfig:
     spill_dir: str | None = None
     objective: Objective | str = Objective.LATENCY
     objective_weights: dict[str, float] | None = None
+    prefetch_distance: int | None = None
+    io_queue_depth: int = 4
 
     def __post_init__(self) -> None:
         _check_int("max_region_nodes", self.max_region_nodes, minimum=1)
@@ -63,6 +69,9 @@ class CompileConfig:
         ):
             if getattr(self, name) is not None:
                 _check_int(name, getattr(self, name), minimum=1)
+        if self.prefetch_distance is not None:
+            _check_int("prefetch_distance", self.prefetch_distance, minimum=0)
+        _check_int("io_queue_depth", self.io_queue_depth, minimum=1)
         if self.spill_dir is not None and (not isinstance(self.spill_dir, str) or not self.spill_dir):
             raise (ConfigValueError if isinstance(self.spill_dir, str) else ConfigTypeError)(
                 f"CompileConfig.spill_dir: expected a non-empty path string, got {self.spill_dir!r}"

@@ -82,11 +82,15 @@ class IncompatibleError(TensorTorrentError):
     """Valid input that this build or machine cannot run (native code Incompatible)."""
 
 
-class DataCorruptionError(TensorTorrentError):
-    """Stored bytes failed an integrity check (native code DataCorruption)."""
+class StorageError(TensorTorrentError):
+    """Reading or writing stored bytes failed; the message names the file and the offset."""
 
 
-class StorageIOError(TensorTorrentError, OSError):
+class DataCorruptionError(StorageError):
+    """Stored bytes failed an integrity check, or a file ends early (native code DataCorruption)."""
+
+
+class StorageIOError(StorageError, OSError):
     """The operating system refused a read or write (native code IO)."""
 
 

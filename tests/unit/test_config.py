@@ -22,6 +22,8 @@ from tensortorrent.config import env_flag
         ("vram_budget_bytes", "1GiB"),
         ("cpu_budget", True),
         ("spill_dir", 3),
+        ("prefetch_distance", 1.0),
+        ("io_queue_depth", "4"),
     ],
 )
 def test_wrong_type_raises_type_error_naming_the_field(field, value):
@@ -44,6 +46,8 @@ def test_wrong_type_raises_type_error_naming_the_field(field, value):
         ("disk_budget_bytes", -5),
         ("cpu_budget", 0),
         ("spill_dir", ""),
+        ("prefetch_distance", -1),
+        ("io_queue_depth", 0),
     ],
 )
 def test_wrong_value_raises_value_error_naming_the_field(field, value):
@@ -66,6 +70,8 @@ def test_valid_config_keeps_its_values():
         "spill_dir": None,
         "objective": "latency",
         "objective_weights": None,
+        "prefetch_distance": None,
+        "io_queue_depth": 4,
     }
 
 

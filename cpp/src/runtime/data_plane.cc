@@ -181,12 +181,22 @@ RunReport DataPlane::run(const std::shared_ptr<CallMemory>& memory, ComputeKerne
                                                                             Completion done) {
     start(memory, compute, instruction, static_cast<std::size_t>(&instruction - first), std::move(done));
   };
+  RunReport report;
   try {
-    return executor_.run_async(program_->schedule(), std::move(kernel), options);
+    report = executor_.run_async(program_->schedule(), std::move(kernel), options);
   } catch (...) {
     memory->give_all();
     throw;
   }
+  const auto& instructions = program_->schedule()->instructions();
+  for (std::size_t i = 0; i < instructions.size(); ++i) {
+    for (std::int64_t id : instructions[i].writes) {
+      const InstructionKind kind = instructions[i].kind;
+      if (kind != InstructionKind::Compute) report.records[i].bytes += program_->buffers()[program_->buffer_position(id)].bytes;
+    }
+  }
+  summarize_reads(report);
+  return report;
 }
 
 }  // namespace tt

@@ -38,7 +38,7 @@ struct RunState {
   }
 
   const std::shared_ptr<const Schedule> schedule;
-  const AsyncKernel kernel;
+  AsyncKernel kernel;  // dropped by the caller once nothing can call it (see run_async)
   const RunOptions options;
 
   // records[i] is written only by the thread that starts instruction i and the one that
@@ -454,6 +454,11 @@ RunReport Executor::run_async(std::shared_ptr<const Schedule> schedule, AsyncKer
     });
   }
 
+  // Nothing calls the kernel any more: destroy it here, on the caller's thread, not on
+  // whichever thread drops the run last. A kernel may own resources that must be released
+  // by a thread the caller knows (a Python callable needs an interpreter that is not
+  // shutting down).
+  AsyncKernel finished_kernel = std::move(state->kernel);
   {
     std::lock_guard lock(state->mutex);
     // Taking the error out of the state makes its last reference drop on this thread once

@@ -1,9 +1,12 @@
 // Renders a RunReport as Chrome trace-event JSON for chrome://tracing and Perfetto.
 #include "tt/runtime/run_report.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <set>
+#include <utility>
+#include <vector>
 
 namespace tt {
 namespace {
@@ -103,6 +106,51 @@ std::string chrome_trace_json(const RunReport& report) {
 
   out += "],\"displayTimeUnit\":\"ms\"}";
   return out;
+}
+
+namespace {
+
+using Spans = std::vector<std::pair<double, double>>;
+
+// The records of `kind` that ran, as disjoint sorted spans.
+Spans union_of(const RunReport& report, const std::string& kind) {
+  Spans spans;
+  for (const InstructionRecord& record : report.records) {
+    if (record.ran && record.kind == kind) spans.emplace_back(record.start_us, record.end_us);
+  }
+  std::sort(spans.begin(), spans.end());
+  Spans merged;
+  for (const auto& [begin, end] : spans) {
+    if (!merged.empty() && begin <= merged.back().second) {
+      merged.back().second = std::max(merged.back().second, end);
+    } else {
+      merged.emplace_back(begin, end);
+    }
+  }
+  return merged;
+}
+
+double length(const Spans& spans) {
+  double total = 0.0;
+  for (const auto& [begin, end] : spans) total += end - begin;
+  return total;
+}
+
+}  // namespace
+
+void summarize_reads(RunReport& report) {
+  report.bytes_read = 0;
+  for (const InstructionRecord& record : report.records) {
+    if (record.ran && record.kind == "load") report.bytes_read += record.bytes;
+  }
+  const Spans reads = union_of(report, "load");
+  const Spans computes = union_of(report, "compute");
+  report.read_us = length(reads);
+  double overlapped = 0.0;
+  for (const auto& [begin, end] : reads) {
+    for (const auto& [other_begin, other_end] : computes) overlapped += std::max(0.0, std::min(end, other_end) - std::max(begin, other_begin));
+  }
+  report.read_overlapped_us = overlapped;
 }
 
 }  // namespace tt

@@ -20,6 +20,7 @@ from ..runtime import CompiledModule
 from .integrity import list_files, read_file, read_integrity
 from .layout import MANIFEST, check_manifest
 from .program_archive import load_program, with_tensors
+from .streamed_weights import meta_tensors, stream_weights, weights_file
 from .weights import tensors_from_safetensors
 
 
@@ -46,15 +47,36 @@ def load_compiled(
     manifest = _parse_manifest(read(MANIFEST))
     meta_program = load_program(read(manifest["files"]["program"]), manifest["files"]["program"])
     weights_name = manifest["files"]["weights"]
-    model, state, constants = _bind_weights(
-        manifest["weights"], tensors_from_safetensors(read(weights_name), weights_name), meta_program
-    )
+    # A RAM budget given is a budget kept: the weights stay on disk and stream through the
+    # core; without one they are read whole, as views of the bytes read.
+    streaming = config is not None and config.ram_budget_bytes is not None
+    if streaming:
+        if weights_name not in present:
+            raise ArtifactError(f"{weights_name}: missing")
+        header, tensors = meta_tensors(os.path.join(directory, weights_name))
+    else:
+        tensors = tensors_from_safetensors(read(weights_name), weights_name)
+    model, state, constants = _bind_weights(manifest["weights"], tensors, meta_program)
     exported = with_tensors(meta_program, state_dict=state, constants=constants)
     drop_dead_nodes(exported.graph_module)
     program = normalize(exported)
     saved_config, signature = _saved_parts(manifest)
     config = config or saved_config
-    regions, plan, origin, replayed = _regions_and_plan(manifest, program, config, saved_config, directory)
+    # Streaming reads weights a parameter group at a time: every module owning parameters is a layer.
+    owners = frozenset(name.rsplit(".", 1)[0] for b in program.bound for name in b.names if "." in name)
+    regions, plan, origin, replayed = _regions_and_plan(
+        manifest, program, config, saved_config, directory, owners if streaming else frozenset()
+    )
+    streamed = None
+    if streaming:
+        weights = weights_file(
+            os.path.join(directory, weights_name),
+            header,
+            manifest["weights"],
+            program,
+            records[weights_name] if records is not None else None,
+        )
+        streamed = stream_weights(program, regions, weights, config, plan.max_concurrent, verify=records is not None)
     return CompiledModule(
         model=model,
         runs_model_forward=False,
@@ -66,6 +88,7 @@ def load_compiled(
         config=config,
         origin=origin,
         cpu_seconds=_saved_cpu_seconds(manifest, len(regions)) if replayed else None,
+        streamed=streamed,
     )
 
 
@@ -159,7 +182,9 @@ def _saved_parts(manifest: dict) -> tuple[CompileConfig, InputSignature]:
         raise ArtifactError(f"{MANIFEST}: unreadable config or input signature ({error})") from error
 
 
-def _regions_and_plan(manifest: dict, program, config: CompileConfig, saved_config: CompileConfig, directory: str):
+def _regions_and_plan(
+    manifest: dict, program, config: CompileConfig, saved_config: CompileConfig, directory: str, more_layers: frozenset
+):
     saved, here = manifest["hardware_fingerprint"].get("digest"), hardware_fingerprint()["digest"]
     try:
         saved_regions = [(r["layer"], list(r["operations"])) for r in manifest["regions"]]
@@ -169,7 +194,7 @@ def _regions_and_plan(manifest: dict, program, config: CompileConfig, saved_conf
             if len(plan.devices) != len(regions):
                 raise ValueError(f"{len(plan.devices)} device entries for {len(regions)} regions")
             return regions, plan, f"loaded from {directory}: saved plan replayed (hardware fingerprint {here})", True
-        layers = frozenset(layer for layer, _ in saved_regions if layer)
+        layers = frozenset(layer for layer, _ in saved_regions if layer) | more_layers
     except (KeyError, TypeError, ValueError, TensorTorrentError) as error:
         raise ArtifactError(f"{MANIFEST}: unreadable regions, plan or schedule ({error})") from error
     reason = (
@@ -177,6 +202,7 @@ def _regions_and_plan(manifest: dict, program, config: CompileConfig, saved_conf
         if saved != here
         else "a different CompileConfig was given"
     )
-    regions = partition(program, layers, config.max_region_nodes)
+    # Streaming cuts at the innermost layer, so that each region reads one parameter group.
+    regions = partition(program, layers, config.max_region_nodes, innermost=bool(more_layers))
     plan = build_plan(regions, config, cpus=resolve_budgets(config).cpus.amount)
     return regions, plan, f"loaded from {directory}: re-planned ({reason})", False

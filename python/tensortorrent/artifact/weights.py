@@ -17,7 +17,7 @@ from ..errors import ArtifactError, UnsupportedError
 # for a loaded module to compute exactly as the compiled one did.
 ALIGNMENT = 64
 
-_DTYPES = {
+SAFETENSORS_DTYPES = {
     "F64": torch.float64,
     "F32": torch.float32,
     "F16": torch.float16,
@@ -29,7 +29,7 @@ _DTYPES = {
     "U8": torch.uint8,
     "BOOL": torch.bool,
 }
-_DTYPE_NAMES = {dtype: name for name, dtype in _DTYPES.items()}
+_DTYPE_NAMES = {dtype: name for name, dtype in SAFETENSORS_DTYPES.items()}
 
 
 def save_weights(bound: list[BoundTensor], path: str) -> list[dict[str, Any]]:
@@ -121,7 +121,7 @@ def tensors_from_safetensors(data: memoryview, name: str) -> dict[str, torch.Ten
 
 def _tensor(data: memoryview, start: int, key: str, info: Any, name: str) -> torch.Tensor:
     try:
-        dtype = _DTYPES[info["dtype"]]
+        dtype = SAFETENSORS_DTYPES[info["dtype"]]
         shape = [int(d) for d in info["shape"]]
         begin, end = (int(o) for o in info["data_offsets"])
     except (KeyError, TypeError, ValueError) as error:

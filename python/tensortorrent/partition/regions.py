@@ -68,7 +68,9 @@ def layer_paths(model: nn.Module) -> frozenset[str]:
     )
 
 
-def partition(program: NormalizedProgram, layers: frozenset[str], max_region_nodes: int) -> list[Region]:
+def partition(
+    program: NormalizedProgram, layers: frozenset[str], max_region_nodes: int, innermost: bool = False
+) -> list[Region]:
     """Cuts the program's operations, in graph order, into regions.
 
     A region ends where the layer changes or when it holds max_region_nodes operations.
@@ -78,7 +80,7 @@ def partition(program: NormalizedProgram, layers: frozenset[str], max_region_nod
     regions: list[Region] = []
     previous_layer: str | None = None
     for node in program.compute_nodes:
-        layer = _layer_of(node, layers, previous_layer)
+        layer = _layer_of(node, layers, previous_layer, innermost)
         current = regions[-1] if regions else None
         if current is None or current.layer != layer or len(current.nodes) >= max_region_nodes:
             current = Region(index=len(regions), layer=layer, nodes=[])
@@ -109,11 +111,12 @@ def regions_from_names(program: NormalizedProgram, saved: list[tuple[str | None,
     return regions
 
 
-def _layer_of(node: fx.Node, layers: frozenset[str], previous: str | None) -> str | None:
+def _layer_of(node: fx.Node, layers: frozenset[str], previous: str | None, innermost: bool) -> str | None:
     stack = node.meta.get("nn_module_stack")
     if not stack:
         return previous  # glue ops without a module (getitem, asserts) stay with their neighbours
-    for path, _ in stack.values():
+    paths = [path for path, _ in stack.values()]
+    for path in reversed(paths) if innermost else paths:
         if path in layers:
             return path
     return None

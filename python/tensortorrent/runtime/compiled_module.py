@@ -25,6 +25,7 @@ from ..planning.plan import usable_cores
 from ..planning.profile_cache import PROFILES
 from .call_handle import CallHandle
 from .program_runner import ProgramRunner, detach_outputs
+from .streamed_runner import StreamedProgram
 from .tiered_runner import TieredProgram
 
 
@@ -50,12 +51,14 @@ class CompiledModule(nn.Module):
         origin: str = "",
         cpu_seconds: list[float] | None = None,
         runner: ProgramRunner | None = None,
+        streamed: StreamedProgram | None = None,
     ) -> None:
         """`model` holds the weights (the program's bound tensors, in place); when
         `runs_model_forward`, its own forward is the export-free direct path. `origin`
         is a line for explain() saying where the plan came from (a loaded artifact);
         `cpu_seconds` are measured region times, if known (see profile()); `runner` the
-        program's kernels, if already built."""
+        program's kernels, if already built; `streamed` the data-plane program when
+        weights stream from disk under a RAM budget."""
         super().__init__()
         self.model = model
         self._runs_model_forward = runs_model_forward
@@ -65,7 +68,8 @@ class CompiledModule(nn.Module):
         self._regions = regions
         self._plan = plan
         self._config = config
-        self._runner = runner or ProgramRunner(program, regions)
+        self._streamed = streamed
+        self._runner = streamed.runner if streamed is not None else runner or ProgramRunner(program, regions)
         self._tiered = None
         if plan.tiered:
             machine = plan.placement.machine
@@ -81,7 +85,9 @@ class CompiledModule(nn.Module):
         self._mutation_lock = threading.Lock() if self._runner.mutations else None
         self._submit_pool: ThreadPoolExecutor | None = None
         # The calling thread runs regions too, so the pool only needs the rest of the slots.
-        self._executor = None if plan.direct else _core.Executor(workers=max(1, plan.max_concurrent - 1))
+        self._executor = (
+            None if plan.direct or streamed is not None else _core.Executor(workers=max(1, plan.max_concurrent - 1))
+        )
         self._submodules = tuple(model.modules())
         self._report_lock = threading.Lock()
         # A plain list, not an attribute: nn.Module.__setattr__ costs microseconds per call.
@@ -122,6 +128,12 @@ class CompiledModule(nn.Module):
         return outputs, report
 
     def _dispatch(self, flat: list[Any], args: tuple, kwargs: dict, token: _core.CancelToken):
+        if self._streamed is not None:
+            outputs, report, peaks = self._streamed.run(
+                flat, token, self._plan.stall_timeout_s, timeout_s=self._plan.stall_timeout_s
+            )
+            self._last_peaks = {"ram": peaks[0]}
+            return outputs, report
         if self._plan.direct:
             return self._call_direct(flat, args, kwargs, token)
         if self._tiered is not None:
@@ -224,12 +236,13 @@ class CompiledModule(nn.Module):
     @property
     def last_peak_bytes(self) -> dict[str, int]:
         """Per virtual device, the most bytes its memory held during the last call (resident
-        parameters included); empty for plans on the CPU alone."""
+        parameters included); with weights streamed from disk, "ram": the residents plus the
+        most bytes the call held live at once. Empty for other plans on the CPU."""
         return dict(self._last_peaks)
 
     @property
     def uses_direct_path(self) -> bool:
-        return self._plan.direct
+        return self._plan.direct and self._streamed is None
 
     @property
     def region_count(self) -> int:

@@ -66,6 +66,13 @@ class ProgramRunner:
         self.kept_slots = frozenset(slot_of[node] for node in kept)
         self.out_spec = program.out_spec
 
+    def rebind(self, values: list[Any]) -> None:
+        """Replaces the bound tensors (weights the core now holds, or None where a weight
+        streams in on every call); buffer mutations follow their buffer."""
+        slot_of = {id(tensor): slot for slot, tensor in enumerate(self._bound_values)}
+        self.mutations = [(slot, values[slot_of[id(buffer)]]) for slot, buffer in self.mutations]
+        self._bound_values = list(values)
+
     def new_call(self, flat_inputs: list[Any]) -> CallState:
         """The state of one call: a fresh environment holding the bound tensors and inputs."""
         env: list[Any] = self._bound_values + flat_inputs

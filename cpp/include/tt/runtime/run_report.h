@@ -20,6 +20,7 @@ struct InstructionRecord {
   // The instruction's predicted times, copied from it; both negative when it had none.
   double predicted_start_us = -1.0;
   double predicted_end_us = -1.0;
+  std::int64_t bytes = 0;       // bytes it moved (loads and copies); 0 for the rest
 };
 
 // A plain value, returned by Executor::run and kept by the Python side as last_report.
@@ -27,7 +28,14 @@ struct RunReport {
   std::vector<InstructionRecord> records;  // one per instruction, in schedule order
   double wall_us = 0.0;                    // from the run's start until run() returned
   std::int32_t workers = 0;                // worker threads the executor had
+  // What the run read from files (see summarize_reads).
+  std::int64_t bytes_read = 0;             // sum over its ran loads
+  double read_us = 0.0;                    // time with at least one load in progress
+  double read_overlapped_us = 0.0;         // of which some compute ran at the same time
 };
+
+// Fills bytes_read, read_us and read_overlapped_us from the records ("load" and "compute" kinds).
+void summarize_reads(RunReport& report);
 
 // Chrome trace-event JSON ("traceEvents" with complete "X" events, one thread row per
 // thread: "caller" or "worker N") that chrome://tracing and Perfetto open. Skipped instructions are left out.

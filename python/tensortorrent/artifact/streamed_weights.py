@@ -1,0 +1,106 @@
+"""An artifact's weights left on disk: their file ranges, meta placeholders, and a check of every chunk.
+
+Used when a RAM budget is given: the weights file is never read whole into memory. Its
+header is parsed (and checked) by the core's safetensors reader; residents are then read
+into the core's arena and the rest stream on every call.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+from typing import Any
+
+import torch
+
+from .. import _core
+from ..errors import DataCorruptionError, MemoryCapacityError
+from ..planning.streaming import WeightRange, WeightsFile, plan_streaming
+from ..runtime.program_runner import ProgramRunner
+from ..runtime.streamed_runner import StreamedProgram
+from .weights import SAFETENSORS_DTYPES
+
+log = logging.getLogger(__name__)
+
+VERIFY_PIECE = 1 << 20  # bytes read at a time while verifying a whole file
+
+
+def meta_tensors(path: str) -> tuple[_core.SafetensorsHeader, dict[str, torch.Tensor]]:
+    """The file's header, and one meta tensor (shape and dtype, no data) per tensor in it."""
+    header = _core.read_safetensors_header(path)
+    tensors = {
+        entry.name: torch.empty(entry.shape, dtype=SAFETENSORS_DTYPES[entry.dtype], device="meta")
+        for entry in header.tensors
+    }
+    return header, tensors
+
+
+def weights_file(path: str, header, entries: list[dict], program, record: dict[str, Any] | None) -> WeightsFile:
+    """Where each of `program`'s bound tensors lies in the weights file (via the manifest's
+    weights table), with the file's chunk digests when integrity records are at hand."""
+    by_key = {entry.name: entry for entry in header.tensors}
+    key_of = {name: entry["key"] for entry in entries for name in entry["names"]}
+    ranges = {}
+    for bound in program.bound:
+        entry = by_key[key_of[bound.names[0]]]
+        ranges[bound.slot] = WeightRange(
+            offset=header.data_offset + entry.begin,
+            nbytes=entry.end - entry.begin,
+            dtype=SAFETENSORS_DTYPES[entry.dtype],
+            shape=tuple(entry.shape),
+        )
+    return WeightsFile(
+        path=os.path.abspath(path),
+        size=os.path.getsize(path),
+        chunk_bytes=int(record["chunk_size"]) if record else 0,
+        chunk_sha256=tuple(record["chunks"]) if record else (),
+        ranges=ranges,
+    )
+
+
+def verify_weights(weights: WeightsFile) -> None:
+    """Reads the whole file once, checking every chunk's digest; holds one small piece of
+    it in memory at a time, so checking stays within any budget."""
+    if not weights.chunk_bytes:
+        return
+    piece = memoryview(bytearray(VERIFY_PIECE))
+    with open(weights.path, "rb", buffering=0) as handle:
+        for index, expected in enumerate(weights.chunk_sha256):
+            digest, left = hashlib.sha256(), min(weights.chunk_bytes, weights.size - index * weights.chunk_bytes)
+            while left > 0:
+                count = handle.readinto(piece[: min(left, VERIFY_PIECE)])
+                if not count:
+                    break
+                digest.update(piece[:count])
+                left -= count
+            if left > 0 or digest.hexdigest() != expected:
+                raise DataCorruptionError(
+                    f"{weights.path}: chunk {index} (bytes from {index * weights.chunk_bytes}) "
+                    f"{'is truncated' if left > 0 else 'fails its sha256 digest'}"
+                )
+
+
+def stream_weights(program, regions, weights: WeightsFile, config, cpu_slots: int, verify: bool) -> StreamedProgram:
+    """The streamed program of `program` within config.ram_budget_bytes, its residents
+    loaded; raises MemoryCapacityError (before anything runs) when no plan fits."""
+    runner = ProgramRunner(program, regions)
+    names = [region.name for region in regions]
+    distances = [config.prefetch_distance] if config.prefetch_distance is not None else [1, 0]
+    plan, failure = None, None
+    for distance in distances:
+        try:
+            plan = plan_streaming(
+                runner, names, weights, config.ram_budget_bytes, distance, cpu_slots, config.io_queue_depth
+            )
+            break
+        except MemoryCapacityError as error:
+            failure = error
+    if plan is None:
+        raise failure
+    io = _core.IoEngine(threads=config.io_queue_depth, queue_depth=config.io_queue_depth)
+    if verify:
+        verify_weights(weights)
+    if io.direct_fallback_reason:
+        log.info("weights are read through the page cache: %s", io.direct_fallback_reason)
+    return StreamedProgram(runner, plan, weights, io)

@@ -1,0 +1,250 @@
+"""Artifact weights streamed from disk under a RAM budget: parity with eager, budgets kept,
+peaks as simulated, errors that leave the module usable."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+from torch import nn
+
+import tensortorrent as tt
+from conftest import eager_outputs
+from tensortorrent import _core
+
+
+def deep_mlp(layers: int = 16, width: int = 128) -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(*[nn.Sequential(nn.Linear(width, width), nn.GELU()) for _ in range(layers)]).eval()
+
+
+def weight_bytes(model: nn.Module) -> int:
+    return sum(p.numel() * p.element_size() for p in model.parameters())
+
+
+@pytest.fixture(scope="module")
+def mlp_artifact(tmp_path_factory):
+    model = deep_mlp()
+    x = torch.randn(4, 128)
+    path = tmp_path_factory.mktemp("stream") / "mlp"
+    tt.compile(model, (x,)).save(path)
+    return model, x, path
+
+
+def streamed(path, budget: int, **config) -> tt.CompiledModule:
+    return tt.load_compiled(path, config=tt.CompileConfig(ram_budget_bytes=budget, **config))
+
+
+@pytest.mark.parametrize("fraction", [1 / 4, 1 / 3, 1 / 2], ids=["quarter", "third", "half"])
+@pytest.mark.parametrize("prefetch", [0, 1, 2])
+def test_an_mlp_streams_under_budgets_and_matches_eager(mlp_artifact, fraction, prefetch):
+    model, x, path = mlp_artifact
+    budget = int(weight_bytes(model) * fraction)
+    compiled = streamed(path, budget, prefetch_distance=prefetch)
+    expected = eager_outputs(model, (x,))
+    for _ in range(3):
+        torch.testing.assert_close(compiled(x), expected)
+    report = compiled.last_report
+    assert 0 < report.bytes_read <= weight_bytes(model)
+    assert sum(r.bytes for r in report.records if r.kind == "load") == report.bytes_read
+    assert compiled.last_peak_bytes["ram"] <= budget
+    assert not compiled.uses_direct_path
+    if prefetch == 0:
+        # A region's weights are read only once the previous streamed region computed.
+        plan = compiled._streamed.plan
+        assert plan.prefetch == 0
+
+
+def test_measured_peak_equals_the_simulated_peak(mlp_artifact):
+    model, x, path = mlp_artifact
+    for prefetch in (0, 1, 2):
+        compiled = streamed(path, weight_bytes(model) // 3, prefetch_distance=prefetch)
+        compiled(x)
+        program = compiled._streamed.plan.program
+        seconds = [1e-3 if i.kind == _core.InstructionKind.Compute else 0.0 for i in program.schedule.instructions]
+        seconds = [
+            -1.0 if i.kind == _core.InstructionKind.Load else s for i, s in zip(program.schedule.instructions, seconds)
+        ]
+        simulated = _core.simulate_program(program, seconds, queue_bytes_per_s=[0.0, 1e9])
+        assert compiled.last_peak_bytes["ram"] == simulated.peak_bytes[0]
+        assert simulated.peak_bytes[0] <= program.memory_plan.arena_bytes[0]
+
+
+def test_the_io_engine_overlaps_reads_with_compute(mlp_artifact):
+    model, x, path = mlp_artifact
+    compiled = streamed(path, weight_bytes(model) // 2, prefetch_distance=2)
+    compiled(x)
+    report = compiled.last_report
+    assert report.read_us > 0 and 0 <= report.read_overlapped_us <= report.read_us + 1e-6
+
+
+def streamable_transformer(name: str) -> nn.Module:
+    """Small enough to test, with weights that outweigh a short sequence's activations."""
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    if name == "gpt2":
+        config = transformers.GPT2Config(
+            n_layer=4, n_embd=128, n_head=4, vocab_size=256, n_positions=64, bos_token_id=0, eos_token_id=0
+        )
+        return transformers.GPT2LMHeadModel(config).eval()
+    config = transformers.LlamaConfig(
+        hidden_size=128,
+        intermediate_size=256,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=256,
+        max_position_embeddings=64,
+        use_cache=False,
+    )
+    return transformers.LlamaForCausalLM(config).eval()
+
+
+@pytest.fixture(scope="module", params=["gpt2", "llama"])
+def transformer_artifact(request, tmp_path_factory):
+    model = streamable_transformer(request.param)
+    args = (torch.randint(0, 256, (1, 8)),)
+    kwargs = {"use_cache": False} if request.param == "gpt2" else None
+    path = tmp_path_factory.mktemp(request.param) / "a"
+    tt.compile(model, args, example_kwargs=kwargs).save(path)
+    return model, args, kwargs, path
+
+
+@pytest.mark.parametrize("fraction", [1 / 4, 1 / 3, 1 / 2], ids=["quarter", "third", "half"])
+def test_transformers_stream_and_match_eager(transformer_artifact, fraction):
+    model, args, kwargs, path = transformer_artifact
+    budget = int(weight_bytes(model) * fraction)
+    compiled = streamed(path, budget)
+    expected = eager_outputs(model, args, kwargs)
+    for _ in range(2):
+        torch.testing.assert_close(compiled(*args, **(kwargs or {})), expected)
+    assert compiled.last_report.bytes_read > 0
+    assert compiled.last_peak_bytes["ram"] <= budget
+
+
+class LinearShowingItsWeight(nn.Linear):
+    """A linear layer that also returns a transposed view of its weight."""
+
+    def forward(self, x):
+        return super().forward(x).relu(), self.weight.t()
+
+
+class ReturnsAWeightView(nn.Module):
+    """Returns views of weights that only their own layers read, so those weights stream."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList(LinearShowingItsWeight(64, 64) for _ in range(8))
+
+    def forward(self, x):
+        views = []
+        for layer in self.layers:
+            x, view = layer(x)
+            views.append(view)
+        return x, views[1], views[2]
+
+
+def test_an_output_viewing_a_streamed_weight_stays_correct_across_calls(tmp_path):
+    torch.manual_seed(0)
+    model = ReturnsAWeightView().eval()
+    x = torch.randn(3, 64)
+    tt.compile(model, (x,)).save(tmp_path / "a")
+    compiled = streamed(tmp_path / "a", weight_bytes(model) * 3 // 4, prefetch_distance=1)
+    assert {1, 2} <= set(compiled._streamed.plan.streamed), "the viewed weights stream"
+    expected = eager_outputs(model, (x,))
+    first = compiled(x)
+    second = compiled(x)
+    torch.testing.assert_close(first, expected)  # the first call's outputs, after the second reused the arena
+    torch.testing.assert_close(second, expected)
+
+
+def test_a_budget_below_the_smallest_working_set_fails_at_load_with_both_figures(mlp_artifact):
+    _, _, path = mlp_artifact
+    with pytest.raises(tt.MemoryCapacityError, match=r"ram_budget_bytes=1000 \(1000 B\).* below .* \d+ bytes"):
+        streamed(path, 1000)
+
+
+def test_a_truncated_weights_file_fails_the_call_and_the_module_works_again_once_it_is_good(mlp_artifact, tmp_path):
+    model, x, path = mlp_artifact
+    copy = tmp_path / "copy"
+    shutil.copytree(path, copy)
+    compiled = streamed(copy, weight_bytes(model) // 4)
+    weights = copy / "weights.safetensors"
+    good = weights.read_bytes()
+    weights.write_bytes(good[: len(good) // 2])
+    with pytest.raises(tt.StorageError, match="weights.safetensors"):
+        compiled(x)
+    weights.write_bytes(good)
+    torch.testing.assert_close(compiled(x), eager_outputs(model, (x,)))
+
+
+def test_a_corrupt_weights_file_is_refused_at_load(mlp_artifact, tmp_path):
+    _, _, path = mlp_artifact
+    copy = tmp_path / "copy"
+    shutil.copytree(path, copy)
+    weights = copy / "weights.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-100] ^= 0xFF
+    weights.write_bytes(bytes(data))
+    with pytest.raises(tt.StorageError, match=r"chunk 0 .*sha256"):
+        streamed(copy, 1 << 20)
+
+
+def test_concurrent_submitted_calls_share_the_budget(mlp_artifact):
+    model, x, path = mlp_artifact
+    compiled = streamed(path, weight_bytes(model) // 2, prefetch_distance=1)
+    handles = [compiled.submit(x) for _ in range(4)]
+    expected = eager_outputs(model, (x,))
+    for handle in handles:
+        torch.testing.assert_close(handle.result(timeout=60), expected)
+        assert handle.report.bytes_read > 0
+
+
+RSS_CHILD = textwrap.dedent(
+    """
+    import sys, torch, tensortorrent as tt
+
+    def peak_rss():
+        status = open("/proc/self/status").read()
+        return int(status.split("VmHWM:")[1].split()[0]) * 1024
+
+    small, big, budget, width = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+    warm = tt.load_compiled(small, config=tt.CompileConfig(ram_budget_bytes=1 << 30))
+    warm(torch.randn(4, 64))  # the interpreter, torch and our code, loaded and warm
+    open("/proc/self/clear_refs", "w").write("5")  # the peak starts again from what is held now
+    baseline = peak_rss()
+    compiled = tt.load_compiled(big, config=tt.CompileConfig(ram_budget_bytes=budget))
+    for _ in range(3):
+        compiled(torch.randn(4, width))
+    print(baseline, peak_rss())
+    """
+)
+
+# What a streamed load may hold beyond its budget: the program archive, the graph modules
+# of its regions, I/O thread stacks and allocator slack (docs/budgets.md).
+FIXED_OVERHEAD = 24 << 20
+
+
+def test_peak_rss_of_a_fresh_process_stays_within_the_budget(tmp_path):
+    torch.manual_seed(0)
+    width = 1024
+    big = nn.Sequential(*[nn.Linear(width, width) for _ in range(16)]).eval()  # 64 MiB of weights
+    tt.compile(big, (torch.randn(4, width),)).save(tmp_path / "big")
+    small = nn.Sequential(nn.Linear(64, 64), nn.Linear(64, 64)).eval()
+    tt.compile(small, (torch.randn(4, 64),)).save(tmp_path / "small")
+    budget = weight_bytes(big) // 4
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    result = subprocess.run(
+        [sys.executable, "-c", RSS_CHILD, str(tmp_path / "small"), str(tmp_path / "big"), str(budget), str(width)],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    baseline, peak = (int(v) for v in result.stdout.split())
+    assert peak - baseline <= budget + FIXED_OVERHEAD, f"grew {peak - baseline} bytes for a {budget}-byte budget"
