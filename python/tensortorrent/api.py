@@ -14,13 +14,14 @@ from .capture.composed_module import compose
 from .capture.export import check_model
 from .capture.module_graph import ModuleGraph, series
 from .config import CompileConfig
-from .errors import InvalidArgumentError
+from .artifact.streamed_weights import stream_from_cache
+from .errors import InvalidArgumentError, UnsupportedError
 from .hardware import discover_devices, resolve_budgets
 from .hardware.devices import names_accelerator
 from .hardware.virtual import VirtualDevice, check_machine
 from .objective import ObjectiveFunction
 from .observe.progress import CompileProgress
-from .partition import layer_paths, partition
+from .partition import layer_paths, parameter_owners, partition
 from .planning import build_plan
 from .planning.costs import region_costs
 from .planning.fit import check_fits, weight_bytes
@@ -33,6 +34,7 @@ from .runtime.program_runner import ProgramRunner
 log = logging.getLogger(__name__)
 
 STAGES = ["export", "partition", "profile", "plan", "build"]
+UNBOUNDED = 1 << 62  # bytes: a capacity that never binds
 
 
 def compile(
@@ -56,16 +58,23 @@ def compile(
     config = _as_config(config)
     # Accelerators are probed only for a plan that may use one: probing creates CUDA contexts.
     budgets = resolve_budgets(config, devices=discover_devices(accelerators=names_accelerator(devices)))
-    plan_machine = resolve_machine(devices, check_machine(machine), budgets.ram.amount)
     model = check_model(compose(model, args, kwargs) if isinstance(model, ModuleGraph) else model)
-    check_fits(weight_bytes(model), budgets)  # before export: the heavy work
+    # A RAM budget given that the weights exceed: they stream from the weights cache, and
+    # the streaming program (not the placement) holds RAM to the budget.
+    streaming = config.ram_budget_bytes is not None and weight_bytes(model) > budgets.ram.amount
+    plan_machine = resolve_machine(devices, check_machine(machine), UNBOUNDED if streaming else budgets.ram.amount)
+    if streaming and not plan_machine.is_cpu_only:
+        raise UnsupportedError("tt.compile: streaming weights from disk runs on the CPU only today; use devices='cpu'")
+    if not streaming:
+        check_fits(weight_bytes(model), budgets)  # before export: the heavy work
 
-    with CompileProgress(STAGES) as progress:
+    with CompileProgress(STAGES + (["stream"] if streaming else [])) as progress:
         with progress.stage("export"):
             program = normalize(capture_model(model, args, kwargs))
             signature = InputSignature(args, kwargs)
         with progress.stage("partition"):
-            regions = partition(program, layer_paths(model), config.max_region_nodes)
+            layers = layer_paths(model) | (parameter_owners(program) if streaming else frozenset())
+            regions = partition(program, layers, config.max_region_nodes, innermost=streaming)
             runner = ProgramRunner(program, regions)
         with progress.stage("profile"):
             seconds, reused = profiled_cpu_seconds(runner, signature.flatten(args, kwargs))
@@ -77,6 +86,10 @@ def compile(
             costs = region_costs(regions, seconds)
             placement = place(runner, regions, costs, plan_machine, objective, threads=budgets.cpus.amount)
             plan = build_plan(regions, config, cpus=budgets.cpus.amount, placement=placement)
+        streamed = None
+        if streaming:
+            with progress.stage("stream"):
+                streamed = stream_from_cache(program, regions, config, budgets, plan.max_concurrent)
         with progress.stage("build"):
             compiled = CompiledModule(
                 model=model,
@@ -89,6 +102,7 @@ def compile(
                 config=config,
                 cpu_seconds=seconds,
                 runner=runner,
+                streamed=streamed,
             )
     log.info(
         "compiled %s: %d region(s) on %s, direct path %s, predicted %.3f ms per call",

@@ -14,7 +14,7 @@ from ..capture.export import drop_dead_nodes
 from ..config import CompileConfig
 from ..errors import ArtifactError, InvalidArgumentError, TensorTorrentError
 from ..hardware import hardware_fingerprint, resolve_budgets
-from ..partition import partition, regions_from_names
+from ..partition import parameter_owners, partition, regions_from_names
 from ..planning import build_plan, plan_from_json
 from ..runtime import CompiledModule
 from .integrity import list_files, read_file, read_integrity
@@ -63,7 +63,7 @@ def load_compiled(
     saved_config, signature = _saved_parts(manifest)
     config = config or saved_config
     # Streaming reads weights a parameter group at a time: every module owning parameters is a layer.
-    owners = frozenset(name.rsplit(".", 1)[0] for b in program.bound for name in b.names if "." in name)
+    owners = parameter_owners(program)
     regions, plan, origin, replayed = _regions_and_plan(
         manifest, program, config, saved_config, directory, owners if streaming else frozenset()
     )

@@ -19,6 +19,7 @@ from ..errors import DataCorruptionError, MemoryCapacityError
 from ..planning.streaming import WeightRange, WeightsFile, plan_streaming
 from ..runtime.program_runner import ProgramRunner
 from ..runtime.streamed_runner import StreamedProgram
+from ..storage.weights_cache import cache_directory, cache_weights
 from .weights import SAFETENSORS_DTYPES
 
 log = logging.getLogger(__name__)
@@ -104,3 +105,15 @@ def stream_weights(program, regions, weights: WeightsFile, config, cpu_slots: in
     if io.direct_fallback_reason:
         log.info("weights are read through the page cache: %s", io.direct_fallback_reason)
     return StreamedProgram(runner, plan, weights, io)
+
+
+def stream_from_cache(program, regions, config, budgets, cpu_slots: int) -> StreamedProgram:
+    """Writes (or reuses) the program's weights in the weights cache and streams them from
+    there within config.ram_budget_bytes; the caller's model keeps its own weights."""
+    directory = cache_directory(config.spill_dir)
+    cached = cache_weights(program.bound, directory, budgets.disk.amount)
+    log.info("weights %s %s", "reused from" if cached.reused else "written to", cached.path)
+    header = _core.read_safetensors_header(cached.path)
+    entries = [{"key": b.names[0], "names": list(b.names)} for b in program.bound]
+    weights = weights_file(cached.path, header, entries, program, cached.record)
+    return stream_weights(program, regions, weights, config, cpu_slots, verify=False)

@@ -8,7 +8,7 @@ import sys
 import traceback
 
 from ..errors import TensorTorrentError
-from . import demo, doctor, explain, validate
+from . import cache, demo, doctor, explain, validate
 
 USER_ERROR_STATUS = 2  # as argparse exits on a bad command line
 
@@ -19,6 +19,7 @@ def build_parser() -> argparse.ArgumentParser:
         "-v", "--verbose", action="store_true", help="log compile stages; show the traceback of an error"
     )
     commands = parser.add_subparsers(dest="command", required=True)
+    cache.add_parser(commands)
     demo.add_parser(commands)
     doctor.add_parser(commands)
     explain.add_parser(commands)

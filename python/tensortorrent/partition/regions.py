@@ -68,6 +68,12 @@ def layer_paths(model: nn.Module) -> frozenset[str]:
     )
 
 
+def parameter_owners(program: NormalizedProgram) -> frozenset[str]:
+    """Module paths that own a bound tensor (`h.0.mlp.c_fc` for `h.0.mlp.c_fc.weight`):
+    cutting regions there lets each region read one parameter group, to stream it alone."""
+    return frozenset(name.rsplit(".", 1)[0] for b in program.bound for name in b.names if "." in name)
+
+
 def partition(
     program: NormalizedProgram, layers: frozenset[str], max_region_nodes: int, innermost: bool = False
 ) -> list[Region]:

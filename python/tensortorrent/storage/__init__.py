@@ -1,0 +1,1 @@
+"""Files the runtime keeps on disk: the weights cache."""

@@ -1,0 +1,103 @@
+"""The weights cache: a compiled model's weights written once as safetensors, keyed by their digest.
+
+When tt.compile is given a RAM budget its model's weights exceed, the weights are written
+to `<spill_dir>/weights-<digest>.safetensors` (with a `.json` sidecar of chunk digests)
+and streamed from there, like a loaded artifact's. A later compile of the same weights
+reuses the file. Files are published atomically (temporary name, fsync, rename), bounded
+by the disk budget, and removed by `tensortorrent cache clear`.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import json
+import os
+import uuid
+from dataclasses import dataclass
+
+from ..artifact.integrity import digest_file
+from ..artifact.weights import write_safetensors
+from ..capture.program import BoundTensor
+from ..errors import MemoryCapacityError
+from ..files import write_text_atomically
+from ..hardware.budgets import DEFAULT_SPILL_DIR
+from ..observe.units import format_bytes
+
+PREFIX, SUFFIX, SIDECAR = "weights-", ".safetensors", ".json"
+
+
+@dataclass(frozen=True)
+class CachedWeights:
+    path: str
+    record: dict  # {"size", "chunk_size", "chunks", ...} as integrity.json records a file
+    reused: bool  # an earlier compile had written it
+
+
+def weights_digest(bound: list[BoundTensor]) -> str:
+    """sha256 over every bound tensor's name, dtype, shape and bytes, in slot order."""
+    digest = hashlib.sha256()
+    for tensor in bound:
+        value = tensor.tensor.detach().contiguous()
+        digest.update(json.dumps([tensor.names[0], str(value.dtype), list(value.shape)]).encode())
+        nbytes = value.numel() * value.element_size()
+        if nbytes:
+            digest.update((ctypes.c_char * nbytes).from_address(value.data_ptr()))
+    return digest.hexdigest()
+
+
+def cache_weights(bound: list[BoundTensor], directory: str, disk_budget: int) -> CachedWeights:
+    """The cache file holding `bound`, written now unless it exists; MemoryCapacityError
+    when writing it would exceed `disk_budget` bytes."""
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, PREFIX + weights_digest(bound)[:32] + SUFFIX)
+    sidecar = path + SIDECAR
+    if os.path.exists(path) and os.path.exists(sidecar):
+        with open(sidecar, encoding="utf-8") as handle:
+            record = json.load(handle)
+        if record.get("size") == os.path.getsize(path):
+            return CachedWeights(path, record, reused=True)
+    needed = sum(t.tensor.numel() * t.tensor.element_size() for t in bound)
+    if needed > disk_budget:
+        raise MemoryCapacityError(
+            f"the weights cache needs {needed} bytes ({format_bytes(needed)}) on disk under {directory}, "
+            f"but the disk budget allows {disk_budget} bytes ({format_bytes(disk_budget)})"
+        )
+    staging = f"{path}.{uuid.uuid4().hex}.tmp"
+    try:
+        write_safetensors({t.names[0]: t.tensor.detach().contiguous() for t in bound}, staging)
+        record = digest_file(staging)
+        with open(staging, "rb+") as handle:
+            os.fsync(handle.fileno())
+        write_text_atomically(sidecar, json.dumps(record))
+        os.replace(staging, path)
+    finally:
+        if os.path.exists(staging):
+            os.remove(staging)  # an error or a cancellation leaves no half-written file
+    return CachedWeights(path, record, reused=False)
+
+
+def cache_directory(spill_dir: str | None) -> str:
+    """Where compiles with this CompileConfig.spill_dir keep cached weights."""
+    return os.path.join(spill_dir or DEFAULT_SPILL_DIR, "weights")
+
+
+def cached_files(directory: str) -> list[str]:
+    """The cache's files (weights and sidecars) under `directory`, sorted."""
+    if not os.path.isdir(directory):
+        return []
+    return sorted(
+        os.path.join(directory, name)
+        for name in os.listdir(directory)
+        if name.startswith(PREFIX) or (name.startswith("." + PREFIX) and name.endswith(".tmp"))
+    )
+
+
+def clear_cache(directory: str) -> tuple[int, int]:
+    """Removes every cache file under `directory`; returns (files, bytes) removed."""
+    files = cached_files(directory)
+    freed = 0
+    for path in files:
+        freed += os.path.getsize(path)
+        os.remove(path)
+    return len(files), freed

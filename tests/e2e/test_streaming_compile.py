@@ -1,0 +1,51 @@
+"""tt.compile under a RAM budget its model's weights exceed: weights cached once on disk, streamed."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+import tensortorrent as tt
+from conftest import eager_outputs
+from e2e.test_streaming import deep_mlp, weight_bytes
+from tensortorrent.cli.main import main
+
+
+def compile_streamed(model, x, spill_dir, budget, **config):
+    return tt.compile(model, (x,), config=tt.CompileConfig(ram_budget_bytes=budget, spill_dir=str(spill_dir), **config))
+
+
+def test_weights_are_cached_once_streamed_and_the_cache_is_cleared(tmp_path, capsys):
+    model, x = deep_mlp(), torch.randn(4, 128)
+    budget = weight_bytes(model) // 3
+    compiled = compile_streamed(model, x, tmp_path, budget)
+    torch.testing.assert_close(compiled(x), eager_outputs(model, (x,)))
+    assert compiled.last_report.bytes_read > 0 and compiled.last_peak_bytes["ram"] <= budget
+    (cached,) = [p for p in (tmp_path / "weights").iterdir() if p.suffix == ".safetensors"]
+    written = cached.stat().st_mtime_ns
+    again = compile_streamed(model, x, tmp_path, budget)  # the same weights: the file is reused
+    torch.testing.assert_close(again(x), eager_outputs(model, (x,)))
+    assert cached.stat().st_mtime_ns == written
+    assert main(["cache", "list", "--spill-dir", str(tmp_path)]) == 0
+    assert cached.name in capsys.readouterr().out
+    assert main(["cache", "clear", "--spill-dir", str(tmp_path)]) == 0
+    assert "removed 2 file(s)" in capsys.readouterr().out
+    assert list((tmp_path / "weights").iterdir()) == []
+
+
+def test_a_disk_budget_too_small_for_the_cache_fails_and_leaves_nothing(tmp_path):
+    model, x = deep_mlp(), torch.randn(4, 128)
+    with pytest.raises(tt.MemoryCapacityError, match="weights cache needs .* disk budget allows 1000"):
+        compile_streamed(model, x, tmp_path, weight_bytes(model) // 3, disk_budget_bytes=1000)
+    assert not (tmp_path / "weights").exists() or list((tmp_path / "weights").iterdir()) == []
+
+
+def test_a_streamed_compile_saves_a_whole_artifact(tmp_path):
+    model, x = deep_mlp(), torch.randn(4, 128)
+    compiled = compile_streamed(model, x, tmp_path / "spill", weight_bytes(model) // 3)
+    compiled.save(tmp_path / "artifact")
+    loaded = tt.load_compiled(tmp_path / "artifact")
+    torch.testing.assert_close(loaded(x), eager_outputs(model, (x,)))
+    assert os.path.getsize(tmp_path / "artifact" / "weights.safetensors") >= weight_bytes(model)
