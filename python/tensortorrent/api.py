@@ -9,12 +9,12 @@ from typing import Any
 import torch
 from torch import nn
 
+from .artifact.streamed_weights import stream_from_cache
 from .capture import InputSignature, capture_model, normalize
 from .capture.composed_module import compose
 from .capture.export import check_model
 from .capture.module_graph import ModuleGraph, series
 from .config import CompileConfig
-from .artifact.streamed_weights import stream_from_cache
 from .errors import InvalidArgumentError, UnsupportedError
 from .hardware import discover_devices, resolve_budgets
 from .hardware.devices import names_accelerator

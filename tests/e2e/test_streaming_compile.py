@@ -6,10 +6,10 @@ import os
 
 import pytest
 import torch
+from e2e.test_streaming import deep_mlp, weight_bytes
 
 import tensortorrent as tt
 from conftest import eager_outputs
-from e2e.test_streaming import deep_mlp, weight_bytes
 from tensortorrent.cli.main import main
 
 
