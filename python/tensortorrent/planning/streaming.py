@@ -63,6 +63,7 @@ class StreamingPlan:
     streamed: dict[int, tuple[StreamedWeight, ...]]  # region -> its streamed weights
     region_of: dict[int, int]  # compute instruction id -> region
     streamed_bytes: int  # read from disk on every call
+    region_names: tuple[str, ...]
 
 
 def streamable_regions(runner) -> dict[int, list[int]]:
@@ -124,6 +125,7 @@ def build_streaming_program(
         streamed={r: tuple(ws) for r, ws in builder.streamed.items()},
         region_of=builder.region_of,
         streamed_bytes=sum(weights.ranges[w.slot].nbytes for ws in builder.streamed.values() for w in ws),
+        region_names=tuple(names),
     )
 
 

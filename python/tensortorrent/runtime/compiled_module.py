@@ -252,7 +252,15 @@ class CompiledModule(nn.Module):
         """A readable report: regions, schedule and why the direct path was or was not taken."""
         signature, program = self._signature.describe(), self._program
         return explain(
-            self._model_name, signature, program, self._regions, self._plan, self._config, self._costs, self._origin
+            self._model_name,
+            signature,
+            program,
+            self._regions,
+            self._plan,
+            self._config,
+            self._costs,
+            self._origin,
+            self._streamed.describe() if self._streamed is not None else (),
         )
 
     def profile(self, *args: Any, **kwargs: Any) -> list[float]:

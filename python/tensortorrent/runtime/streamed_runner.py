@@ -13,6 +13,7 @@ from typing import Any
 import torch
 
 from .. import _core
+from ..observe.units import format_bytes
 from ..planning.streaming import StreamingPlan, WeightsFile
 from .program_runner import ProgramRunner
 
@@ -41,6 +42,35 @@ class StreamedProgram:
                 self.io.read_into(self.weights.path, place.offset, view)
             tensors[slot] = view.view(place.dtype).reshape(place.shape)
         return tensors
+
+    def describe(self) -> list[str]:
+        """explain()'s lines: what streams, the prefetch distance, the memory plan and the program."""
+        plan, program = self.plan, self.plan.program
+        memory = program.memory_plan
+        resident = sum(self.weights.ranges[slot].nbytes for slot in plan.resident)
+        lines = [
+            f"Weights streamed from disk (ram_budget_bytes={plan.budget_bytes}, {format_bytes(plan.budget_bytes)})",
+            f"  file: {self.weights.path}",
+            f"  prefetch distance: {plan.prefetch}; I/O queue depth: {program.queues[1].capacity}",
+            f"  resident: {len(plan.resident)} tensor(s), {format_bytes(resident)}, loaded once into the core's arena",
+            f"  streamed: {sum(len(w) for w in plan.streamed.values())} tensor(s) of {len(plan.streamed)} region(s), "
+            f"{format_bytes(plan.streamed_bytes)} read on every call",
+            f"  memory plan (ram): {format_bytes(memory.arena_bytes[0])} at most "
+            f"({format_bytes(memory.owned_bytes[0])} in the core's arena, "
+            f"{format_bytes(memory.arena_bytes[0] - memory.owned_bytes[0])} of torch's tensors), "
+            f"{format_bytes(memory.peak_bytes[0])} live at the peak in plan order",
+        ]
+        for region, weights in sorted(plan.streamed.items()):
+            nbytes = sum(self.weights.ranges[w.slot].nbytes for w in weights)
+            lines.append(f"    {plan.region_names[region]}: {format_bytes(nbytes)} streamed per call")
+        lines += ["", "Program (instruction, queue, deps)"]
+        for instruction in program.schedule.instructions:
+            deps = ",".join(str(d) for d in instruction.deps) or "-"
+            lines.append(
+                f"  {instruction.id:>4} {instruction.device:<4} {str(instruction.kind).split('.')[-1]:<8} "
+                f"{instruction.label:<40} after {deps}"
+            )
+        return lines
 
     def bound_values(self) -> list[torch.Tensor | None]:
         """The program's bound slots: resident views, None where a weight streams."""
