@@ -53,7 +53,7 @@ lint: $(VENV)/.built
 	$(BIN)/ruff check python tests bench
 	$(BIN)/ruff format --check python tests bench
 
-test: lint test-cpp test-python
+test: lint test-cpp sanitize sanitize-thread test-python
 
 # The C++ tests under AddressSanitizer and UndefinedBehaviorSanitizer.
 sanitize: $(VENV)/.deps | system-deps
