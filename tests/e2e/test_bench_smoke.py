@@ -63,3 +63,13 @@ def test_the_planner_benchmark_fills_as_accelerate_does(monkeypatch):
     devices, resident = accelerate_fill([60, 30, 50, 10, 80], [(1, 100), (2, 70)])
     assert devices == [1, 1, 2, 2, 1]
     assert resident == [True, True, True, True, False]
+
+
+def test_streaming_benchmark_quick_run(tmp_path):
+    results = run_quick("streaming.py", tmp_path / "streaming.json", "--dir", str(tmp_path))
+    stream = results["stream"]
+    assert stream["max_abs_error"] < 1e-4
+    assert stream["peak_ram_bytes"] <= stream["ram_budget_bytes"] < stream["weight_bytes"]
+    assert stream["bytes_read_per_forward"] >= stream["weight_bytes"] - stream["ram_budget_bytes"]
+    assert set(results["reads"]["plain_gbps"]) >= {"buffered_1", "buffered_8", "direct_1", "direct_8"}
+    assert [p.name for p in tmp_path.iterdir()] == ["streaming.json"], "the scratch files are removed"

@@ -245,7 +245,7 @@ Executor::~Executor() {
   {
     std::unique_lock lock(mutex_);
     // Work still in progress after a stall completes into this executor; wait for it.
-    async_drained_.wait(lock, [this] { return pending_async_ == 0; });
+    async_drained_.wait(lock, [this] { return pending_async_.load(std::memory_order_acquire) == 0; });
     stopping_ = true;
   }
   work_available_.notify_all();
@@ -304,8 +304,15 @@ void Executor::finish_elsewhere(CompletionState& completion) {
   // Keep the run alive past push: the last Task may finish on a worker before we return.
   std::shared_ptr<RunState> keep = completion.run;
   push(std::move(tasks), state);
-  std::lock_guard lock(mutex_);
-  if (--pending_async_ == 0) async_drained_.notify_all();
+  release_pending();
+}
+
+void Executor::release_pending() {
+  if (pending_async_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    // Under the mutex, so the destructor cannot miss it between its check and its wait.
+    std::lock_guard lock(mutex_);
+    async_drained_.notify_all();
+  }
 }
 
 void Executor::execute(std::int32_t worker, Task task) {
@@ -336,11 +343,7 @@ void Executor::execute(std::int32_t worker, Task task) {
     auto completion = std::make_shared<CompletionState>();
     completion->run = task.run;
     completion->index = index;
-    {
-      // Counted before the kernel can hand the completion to another thread.
-      std::lock_guard lock(mutex_);
-      ++pending_async_;
-    }
+    pending_async_.fetch_add(1, std::memory_order_relaxed);  // before the kernel can hand the completion on
     try {
       state.kernel(instruction, Completion(this, completion));
     } catch (...) {
@@ -349,11 +352,7 @@ void Executor::execute(std::int32_t worker, Task task) {
     }
     int expected = 0;
     if (completion->phase.compare_exchange_strong(expected, 2)) return;  // completes later, elsewhere
-    {
-      std::lock_guard lock(mutex_);
-      // Finished inline. The destructor may be waiting already: a stuck kernel returning.
-      if (--pending_async_ == 0) async_drained_.notify_all();
-    }
+    release_pending();  // finished inline; the destructor may be waiting already (a stuck kernel returning)
 
     std::vector<std::size_t> dispatch;
     {

@@ -1,6 +1,7 @@
 // Runs a schedule's instruction DAG on a pool of worker threads, by dependency counts and per-queue capacities.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -126,6 +127,8 @@ class Executor {
   void execute(std::int32_t worker, Task task);
   // Finishes the instruction of `completion` off any worker: its successors are queued.
   void finish_elsewhere(CompletionState& completion);
+  // One started instruction is no longer pending; wakes the destructor after the last.
+  void release_pending();
   void push(std::vector<Task> tasks, RunState& run);
   // Removes and returns a queued instruction of `run`, if any (the caller's share of it).
   bool take_queued(const RunState& run, std::size_t& index);
@@ -137,7 +140,7 @@ class Executor {
   std::vector<std::thread> threads_;
   // Asynchronous completions not yet delivered; the destructor waits for them, so a late
   // completion (after a stall) never touches a destroyed executor.
-  std::size_t pending_async_ = 0;
+  std::atomic<std::size_t> pending_async_{0};  // counted without mutex_; the last decrement notifies under it
   std::condition_variable async_drained_;
 };
 

@@ -1,0 +1,221 @@
+"""Suite S2, first part: the I/O engine against the best plain reads, and a deep MLP streamed under a RAM budget.
+
+1. Read bandwidth on one file (1 GiB; --quick: 128 MiB), page cache dropped before every
+   read: the I/O engine (one read of the whole file, as a load issues it) against the best
+   this harness achieves itself with buffered preads and with O_DIRECT preads, each at
+   1, 2, 4 and 8 threads in 16 MiB requests (target: the engine >= 0.9 of the best).
+2. A deep MLP (width 4096, fp32; --quick: width 1024) whose weights are twice the RAM
+   budget, saved as an artifact and loaded with ram_budget_bytes: time per forward, page
+   cache of the weights file dropped before every timed forward, against the bound
+   max(T_compute, N / B_best), where T_compute is eager with every weight in RAM (timed
+   interleaved with it), N the bytes the plan reads per forward, and B_best part 1's best.
+3. The executor's overhead per region (bench/overhead.py's compiled chain), to compare
+   with the 3.5 us measured before the data plane.
+"""
+
+from __future__ import annotations
+
+import argparse
+import mmap
+import os
+import shutil
+import statistics
+import tempfile
+import threading
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import torch
+from harness import machine, write_results
+from overhead import FULL, QUICK, bench_compiled_chain
+from torch import nn
+
+import tensortorrent as tt
+from tensortorrent import _core
+
+REQUEST = 16 << 20
+THREADS = (1, 2, 4, 8)
+TARGET_READ_RATIO = 0.9
+
+
+def drop_cache(path: str) -> None:
+    """Evicts the file's pages (it was fsynced, so they are clean) before a cold read."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+def write_file(path: str, size: int) -> None:
+    block = os.urandom(16 << 20)
+    with open(path, "wb") as handle:
+        for offset in range(0, size, len(block)):
+            handle.write(block[: min(len(block), size - offset)])
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def plain_read_gbps(path: str, size: int, threads: int, direct: bool) -> float:
+    """GB/s of `threads` threads preading disjoint 16 MiB requests of the file (cold)."""
+    drop_cache(path)
+    flags = os.O_RDONLY | (os.O_DIRECT if direct else 0)
+    fd = os.open(path, flags)
+    offsets = list(range(0, size, REQUEST))
+    lock = threading.Lock()
+
+    def worker() -> None:
+        buffer = mmap.mmap(-1, REQUEST)  # page-aligned, as O_DIRECT needs
+        while True:
+            with lock:
+                if not offsets:
+                    return
+                offset = offsets.pop()
+            os.preadv(fd, [buffer], offset)
+
+    try:
+        start = time.perf_counter()
+        pool = [threading.Thread(target=worker) for _ in range(threads)]
+        for thread in pool:
+            thread.start()
+        for thread in pool:
+            thread.join()
+        return size / (time.perf_counter() - start) / 1e9
+    finally:
+        os.close(fd)
+
+
+def engine_read_gbps(path: str, size: int, engine: _core.IoEngine, into: torch.Tensor) -> float:
+    drop_cache(path)
+    start = time.perf_counter()
+    engine.read_into(path, 0, into)
+    return size / (time.perf_counter() - start) / 1e9
+
+
+def bench_reads(directory: str, size: int, runs: int) -> dict:
+    path = os.path.join(directory, "read.bin")
+    write_file(path, size)
+    into = torch.empty(size, dtype=torch.uint8)
+    engine = _core.IoEngine(threads=4, queue_depth=8)
+    plain: dict[str, list[float]] = {f"{mode}_{t}": [] for mode in ("buffered", "direct") for t in THREADS}
+    ours: list[float] = []
+    for _ in range(runs):  # interleaved: every system once per round
+        ours.append(engine_read_gbps(path, size, engine, into))
+        for threads in THREADS:
+            plain[f"buffered_{threads}"].append(plain_read_gbps(path, size, threads, direct=False))
+            try:
+                plain[f"direct_{threads}"].append(plain_read_gbps(path, size, threads, direct=True))
+            except OSError as error:  # a file system without O_DIRECT
+                plain[f"direct_{threads}"].append(float("nan"))
+                plain["direct_error"] = str(error)
+    medians = {name: statistics.median(v) for name, v in plain.items() if isinstance(v, list) and v == v}
+    best_name = max((n for n, v in medians.items() if v == v), key=lambda n: medians[n])
+    engine_median = statistics.median(ours)
+    os.remove(path)
+    return {
+        "file_bytes": size,
+        "engine_gbps": summary(ours),
+        "engine_direct_fallback": engine.direct_fallback_reason,
+        "plain_gbps": {name: summary(v) for name, v in plain.items() if isinstance(v, list)},
+        "best_plain": best_name,
+        "best_plain_gbps": medians[best_name],
+        "engine_over_best": engine_median / medians[best_name],
+        "target": TARGET_READ_RATIO,
+        "meets_target": engine_median / medians[best_name] >= TARGET_READ_RATIO,
+    }
+
+
+def summary(samples: list[float]) -> dict:
+    return {"median": statistics.median(samples), "min": min(samples), "max": max(samples), "samples": samples}
+
+
+def bench_stream(directory: str, width: int, layers: int, runs: int, best_gbps: float) -> dict:
+    torch.manual_seed(0)
+    model = nn.Sequential(*[nn.Sequential(nn.Linear(width, width), nn.ReLU()) for _ in range(layers)]).eval()
+    x = torch.randn(8, width)
+    weights = sum(p.numel() * p.element_size() for p in model.parameters())
+    budget = weights // 2
+    artifact = os.path.join(directory, "mlp")
+    tt.compile(model, (x,)).save(artifact)
+    streamed = tt.load_compiled(artifact, config=tt.CompileConfig(ram_budget_bytes=budget))
+    weights_file = os.path.join(artifact, "weights.safetensors")
+    with torch.no_grad():
+        expected = model(x)
+    streamed(x)  # warm-up
+    eager_model = model
+    ours, eager, reads, overlap, peaks = [], [], [], [], []
+    for _ in range(runs):
+        drop_cache(weights_file)
+        start = time.perf_counter()
+        got = streamed(x)
+        ours.append(time.perf_counter() - start)
+        report = streamed.last_report
+        reads.append(report.bytes_read)
+        overlap.append(report.read_overlapped_us / max(report.read_us, 1e-9))
+        peaks.append(streamed.last_peak_bytes["ram"])
+        start = time.perf_counter()
+        with torch.no_grad():
+            eager_model(x)
+        eager.append(time.perf_counter() - start)
+    compute = statistics.median(eager)
+    read_bytes = statistics.median(reads)
+    bound = max(compute, read_bytes / (best_gbps * 1e9))
+    return {
+        "width": width,
+        "layers": layers,
+        "weight_bytes": weights,
+        "ram_budget_bytes": budget,
+        "bytes_read_per_forward": read_bytes,
+        "streamed_s": summary(ours),
+        "eager_in_ram_s": summary(eager),
+        "bound_s": bound,
+        "streamed_over_bound": statistics.median(ours) / bound,
+        "read_overlap_fraction": statistics.median(overlap),
+        "peak_ram_bytes": max(peaks),
+        "max_abs_error": float((got - expected).abs().max()),
+        "prefetch_distance": streamed._streamed.plan.prefetch,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small and short (a smoke test, not a measurement)")
+    parser.add_argument("--out", type=Path, help="write the JSON here only, instead of bench/results/")
+    parser.add_argument("--dir", type=str, default=None, help="scratch directory on the disk to measure")
+    args = parser.parse_args()
+    started = datetime.now(timezone.utc)
+    directory = tempfile.mkdtemp(prefix="tt-stream-", dir=args.dir)
+    try:
+        size, width, layers, runs = (128 << 20, 1024, 16, 3) if args.quick else (1 << 30, 4096, 16, 5)
+        reads = bench_reads(directory, size, runs)
+        stream = bench_stream(directory, width, layers, runs, reads["best_plain_gbps"])
+        overhead = bench_compiled_chain(QUICK if args.quick else FULL)
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+    results = {
+        "benchmark": "streaming",
+        "mode": "quick" if args.quick else "full",
+        "utc": started.isoformat(timespec="seconds"),
+        "machine": machine(),
+        "reads": reads,
+        "stream": stream,
+        "executor_overhead_per_region_us": overhead["overhead_per_region_us"],
+        "executor_overhead_before_us": 3.5,
+    }
+    print(
+        f"reads: engine {reads['engine_gbps']['median']:.2f} GB/s vs best plain {reads['best_plain']} "
+        f"{reads['best_plain_gbps']:.2f} GB/s -> {reads['engine_over_best']:.2f} (target >= {TARGET_READ_RATIO})"
+    )
+    print(
+        f"stream: {stream['streamed_s']['median'] * 1e3:.1f} ms per forward vs bound {stream['bound_s'] * 1e3:.1f} ms "
+        f"-> {stream['streamed_over_bound']:.2f}x; eager in RAM {stream['eager_in_ram_s']['median'] * 1e3:.1f} ms; "
+        f"read {stream['bytes_read_per_forward'] / 2**20:.0f} MiB, overlap {stream['read_overlap_fraction']:.0%}"
+    )
+    print(f"executor overhead: {results['executor_overhead_per_region_us']:.2f} us per region (before: 3.5 us)")
+    paths = write_results("streaming", results, started, args.out)
+    print(f"results: {', '.join(str(p) for p in paths)}")
+
+
+if __name__ == "__main__":
+    main()
