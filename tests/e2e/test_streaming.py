@@ -246,3 +246,11 @@ def test_peak_rss_of_a_fresh_process_stays_within_the_budget(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     baseline, peak = (int(v) for v in result.stdout.split())
     assert peak - baseline <= budget + FIXED_OVERHEAD, f"grew {peak - baseline} bytes for a {budget}-byte budget"
+
+
+def test_a_module_streaming_from_an_artifact_refuses_to_save_and_writes_nothing(mlp_artifact, tmp_path):
+    model, _, path = mlp_artifact
+    compiled = streamed(path, weight_bytes(model) // 2)
+    with pytest.raises(tt.UnsupportedError, match="copy that artifact directory"):
+        compiled.save(tmp_path / "again")
+    assert not (tmp_path / "again").exists()

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import os
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
 from ..errors import InvalidArgumentError, UnsupportedError
 from ..hardware import hardware_fingerprint
 from ..planning import plan_to_json
+from ..runtime.compiled_module import ArtifactParts
 from ..version import __version__
 from .integrity import write_integrity
 from .layout import FORMAT, FORMAT_VERSION, MANIFEST, PROGRAM, WEIGHTS
@@ -18,28 +19,30 @@ from .program_archive import program_bytes
 from .publish import publish_directory
 from .weights import save_weights
 
-if TYPE_CHECKING:
-    from ..runtime.compiled_module import CompiledModule
 
-
-def save_compiled(compiled: CompiledModule, path: str | os.PathLike) -> str:
-    """Writes `compiled` as an artifact directory at `path`, atomically; returns the path."""
+def save_compiled(parts: ArtifactParts, path: str | os.PathLike) -> str:
+    """Writes a compiled module's parts (compiled.artifact_parts()) as an artifact directory
+    at `path`, atomically; returns the path."""
     if not isinstance(path, (str, os.PathLike)):
         raise InvalidArgumentError(f"save: path: expected a str or os.PathLike, got {type(path).__name__}")
-    if compiled._plan.tiered:
+    if not parts.weights_in_memory:
+        raise UnsupportedError(
+            "save: this module streams its weights from an artifact on disk; copy that artifact directory instead"
+        )
+    if parts.plan.tiered:
         # The declared machine is a compile argument, not part of the portable plan yet.
         raise UnsupportedError(
             "save: plans on virtual devices cannot be saved yet; compile for devices='cpu' to save an artifact"
         )
-    program = compiled._program
-    signature = compiled._signature.to_json()  # fails early on inputs an artifact cannot hold
+    program = parts.program
+    signature = parts.signature.to_json()  # fails early on inputs an artifact cannot hold
     pt2 = program_bytes(program.exported)
 
     def write(directory: str) -> None:
         with open(os.path.join(directory, PROGRAM), "wb") as handle:
             handle.write(pt2)
         weights = save_weights(program.bound, os.path.join(directory, WEIGHTS))
-        manifest = _manifest(compiled, signature, weights)
+        manifest = _manifest(parts, signature, weights)
         with open(os.path.join(directory, MANIFEST), "w", encoding="utf-8") as handle:
             json.dump(manifest, handle, indent=2)
         write_integrity(directory, [MANIFEST, PROGRAM, WEIGHTS])
@@ -47,16 +50,16 @@ def save_compiled(compiled: CompiledModule, path: str | os.PathLike) -> str:
     return publish_directory(os.fspath(path), write)
 
 
-def _manifest(compiled: CompiledModule, signature: dict, weights: list[dict]) -> dict[str, Any]:
-    decisions, schedule = plan_to_json(compiled._plan)
+def _manifest(parts: ArtifactParts, signature: dict, weights: list[dict]) -> dict[str, Any]:
+    decisions, schedule = plan_to_json(parts.plan)
     return {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
         "tensortorrent": __version__,
         "torch": torch.__version__,
         "hardware_fingerprint": hardware_fingerprint(),
-        "model_name": compiled._model_name,
-        "config": compiled._config.as_dict(),
+        "model_name": parts.model_name,
+        "config": parts.config.as_dict(),
         "signature": signature,
         "files": {"program": PROGRAM, "weights": WEIGHTS},
         "weights": weights,
@@ -68,10 +71,10 @@ def _manifest(compiled: CompiledModule, signature: dict, weights: list[dict]) ->
                 "deps": region.deps,
                 "parameter_bytes": region.parameter_bytes,
             }
-            for region in compiled._regions
+            for region in parts.regions
         ],
         "plan": decisions,
         "schedule": schedule,
         # Per region: FLOPs and output bytes from the graph, CPU seconds measured at compile.
-        "predicted_costs": {"regions": [vars(cost) for cost in compiled.region_costs]},
+        "predicted_costs": {"regions": [vars(cost) for cost in parts.region_costs]},
     }

@@ -5,7 +5,9 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -15,7 +17,7 @@ from .. import _core
 from ..capture.program import NormalizedProgram
 from ..capture.signature import InputSignature
 from ..config import CompileConfig
-from ..errors import ExecutionCancelled, ExecutionStalled, TensorTorrentError
+from ..errors import ExecutionCancelled, ExecutionStalled, TensorTorrentError, UnsupportedError
 from ..files import write_text_atomically
 from ..observe.explain import explain
 from ..partition import Region
@@ -27,6 +29,30 @@ from .call_handle import CallHandle
 from .program_runner import ProgramRunner, detach_outputs
 from .streamed_runner import StreamedProgram
 from .tiered_runner import TieredProgram
+
+
+@dataclass(frozen=True)
+class ArtifactParts:
+    """Everything compiled.save() writes, as public values."""
+
+    program: NormalizedProgram
+    signature: InputSignature
+    plan: ExecutionPlan
+    model_name: str
+    config: CompileConfig
+    regions: tuple[Region, ...]
+    region_costs: tuple[RegionCost, ...]
+    weights_in_memory: bool  # False: the bound tensors are placeholders of weights left on disk
+
+
+# The artifact package registers its writer here, so this module never imports it.
+_SAVER: Callable[[ArtifactParts, str | os.PathLike], str] | None = None
+
+
+def register_saver(save: Callable[[ArtifactParts, str | os.PathLike], str]) -> None:
+    """Sets what compiled.save() calls (tensortorrent.artifact does, on import)."""
+    global _SAVER
+    _SAVER = save
 
 
 class CompiledModule(nn.Module):
@@ -278,9 +304,22 @@ class CompiledModule(nn.Module):
 
     def save(self, path: str | os.PathLike) -> str:
         """Writes this compiled program as an artifact directory (see tt.load_compiled)."""
-        from ..artifact import save_compiled  # the artifact package imports this module
+        if _SAVER is None:
+            raise UnsupportedError("save: artifact support is not loaded (import tensortorrent)")
+        return _SAVER(self.artifact_parts(), path)
 
-        return save_compiled(self, path)
+    def artifact_parts(self) -> ArtifactParts:
+        """What an artifact of this module holds: the program, plan and their descriptions."""
+        return ArtifactParts(
+            program=self._program,
+            signature=self._signature,
+            plan=self._plan,
+            model_name=self._model_name,
+            config=self._config,
+            regions=tuple(self._regions),
+            region_costs=tuple(self._costs),
+            weights_in_memory=not any(b.tensor.is_meta for b in self._program.bound),
+        )
 
     def trace(self, path: str | os.PathLike) -> str:
         """Writes the last call's telemetry as Chrome-trace JSON (Perfetto opens it); returns the path."""
