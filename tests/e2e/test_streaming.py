@@ -254,3 +254,19 @@ def test_a_module_streaming_from_an_artifact_refuses_to_save_and_writes_nothing(
     with pytest.raises(tt.UnsupportedError, match="copy that artifact directory"):
         compiled.save(tmp_path / "again")
     assert not (tmp_path / "again").exists()
+
+
+def test_a_weight_corrupted_after_load_fails_the_call_and_the_module_recovers(mlp_artifact, tmp_path):
+    model, x, path = mlp_artifact
+    copy = tmp_path / "copy"
+    shutil.copytree(path, copy)
+    compiled = streamed(copy, weight_bytes(model) // 4)  # nearly everything streams
+    weights = copy / "weights.safetensors"
+    good = weights.read_bytes()
+    flipped = bytearray(good)
+    flipped[len(good) // 2] ^= 0x01  # one bit, inside a streamed tensor, in the middle of a 16 MiB chunk
+    weights.write_bytes(bytes(flipped))
+    with pytest.raises(tt.StorageError, match=r"weights.safetensors: bytes \[\d+, \d+\) fail their sha256 digest"):
+        compiled(x)
+    weights.write_bytes(good)
+    torch.testing.assert_close(compiled(x), eager_outputs(model, (x,)))

@@ -88,6 +88,14 @@ void check_buffer(const ProgramSpec& spec, const Buffer& buffer) {
     reject(who + ": a disk buffer is a file range (file >= 0) or a transient spill");
   }
   if (buffer.lifetime == BufferLifetime::Input && on_disk) reject(who + ": an input cannot live on a disk tier");
+  if (!buffer.sha256.empty()) {
+    const bool hex = buffer.sha256.size() == 64 &&
+                     buffer.sha256.find_first_not_of("0123456789abcdef") == std::string::npos;
+    if (buffer.file < 0 || !hex) {
+      reject(who + ": sha256 is the digest of a file range, 64 lowercase hex digits; got '" + buffer.sha256 + "'" +
+             (buffer.file < 0 ? " on a buffer that is not a file range" : ""));
+    }
+  }
 }
 
 // Checks an instruction's queue and operands against its kind.

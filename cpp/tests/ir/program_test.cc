@@ -140,6 +140,18 @@ TEST(ProgramTest, RejectsMalformedBuffersTiersAndQueues) {
   EXPECT_CONTAINS(rejection(digests.spec), "one digest per chunk (2), got 0 digests");
 }
 
+TEST(ProgramTest, AFileRangesDigestMustBeHexOnAFileRange) {
+  auto good = streamed_layer();
+  good.spec.buffers[0].sha256 = std::string(64, 'a');
+  Program program(good.spec);
+  auto short_digest = streamed_layer();
+  short_digest.spec.buffers[0].sha256 = "abc";
+  EXPECT_CONTAINS(rejection(short_digest.spec), "sha256 is the digest of a file range, 64 lowercase hex digits; got 'abc'");
+  auto not_a_range = streamed_layer();
+  not_a_range.spec.buffers[1].sha256 = std::string(64, 'a');
+  EXPECT_CONTAINS(rejection(not_a_range.spec), "on a buffer that is not a file range");
+}
+
 TEST(ProgramTest, ScheduleRulesStillApply) {
   auto cycle = streamed_layer();
   cycle.spec.instructions[0].deps = {2};

@@ -388,3 +388,29 @@ TEST(IoReadModesTest, MeasuresEachCandidateAndPicksTheBest) {
 
 }  // namespace
 }  // namespace tt
+
+namespace tt {
+namespace {
+
+TEST(IoEngineRangeDigestTest, ARangesOwnDigestIsCheckedWhateverTheChunkGrid) {
+  TestFile file(1 << 20);
+  IoEngine engine({.threads = 2, .queue_depth = 4, .chunk_bytes = 64 << 10, .mode = IoMode::Auto});
+  const std::uint64_t offset = 1000, length = 300000;  // spans several pieces, aligned to nothing
+  std::vector<std::uint8_t> out(length);
+  ReadRequest request{.path = file.path(), .offset = offset, .length = length, .destination = out.data(), .digests = {}};
+  request.range_digest = sha256(file.bytes.data() + offset, length);
+  engine.read(request);  // the right digest passes
+  EXPECT_EQ(0, std::memcmp(out.data(), file.bytes.data() + offset, length));
+  (*request.range_digest)[0] ^= 1;
+  try {
+    engine.read(request);
+    FAIL() << "a wrong range digest was accepted";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.code(), ErrorCode::DataCorruption);
+    EXPECT_NE(std::string(error.what()).find("bytes [1000, 301000) fail their sha256 digest"), std::string::npos)
+        << error.what();
+  }
+}
+
+}  // namespace
+}  // namespace tt

@@ -41,15 +41,17 @@ def weights_file(path: str, header, entries: list[dict], program, record: dict[s
     """Where each of `program`'s bound tensors lies in the weights file (via the manifest's
     weights table), with the file's chunk digests when integrity records are at hand."""
     by_key = {entry.name: entry for entry in header.tensors}
-    key_of = {name: entry["key"] for entry in entries for name in entry["names"]}
+    recorded = {name: entry for entry in entries for name in entry["names"]}
     ranges = {}
     for bound in program.bound:
-        entry = by_key[key_of[bound.names[0]]]
+        table = recorded[bound.names[0]]
+        entry = by_key[table["key"]]
         ranges[bound.slot] = WeightRange(
             offset=header.data_offset + entry.begin,
             nbytes=entry.end - entry.begin,
             dtype=SAFETENSORS_DTYPES[entry.dtype],
             shape=tuple(entry.shape),
+            sha256=str(table.get("sha256", "")),
         )
     return WeightsFile(
         path=os.path.abspath(path),
@@ -114,6 +116,9 @@ def stream_from_cache(program, regions, config, budgets, cpu_slots: int) -> Stre
     cached = cache_weights(program.bound, directory, budgets.disk.amount)
     log.info("weights %s %s", "reused from" if cached.reused else "written to", cached.path)
     header = _core.read_safetensors_header(cached.path)
-    entries = [{"key": b.names[0], "names": list(b.names)} for b in program.bound]
+    digests = cached.record.get("tensor_sha256", {})
+    entries = [
+        {"key": b.names[0], "names": list(b.names), "sha256": digests.get(b.names[0], "")} for b in program.bound
+    ]
     weights = weights_file(cached.path, header, entries, program, cached.record)
     return stream_weights(program, regions, weights, config, cpu_slots, verify=False)

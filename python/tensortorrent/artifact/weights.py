@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import json
 import struct
 from typing import Any
@@ -49,6 +50,8 @@ def save_weights(bound: list[BoundTensor], path: str) -> list[dict[str, Any]]:
                 "names": list(tensor.names),
                 "kind": tensor.kind,
                 "requires_grad": bool(tensor.tensor.requires_grad),
+                # Checked by every load of this tensor alone when it streams from disk.
+                "sha256": tensor_sha256(value),
             }
         )
     write_safetensors(tensors, path)
@@ -88,6 +91,13 @@ def write_safetensors(tensors: dict[str, torch.Tensor], path: str) -> None:
             if _nbytes(value):
                 # The tensor's own bytes, without a copy.
                 handle.write((ctypes.c_char * _nbytes(value)).from_address(value.data_ptr()))
+
+
+def tensor_sha256(tensor: torch.Tensor) -> str:
+    """The sha256 (hex) of a contiguous CPU tensor's bytes, read in place."""
+    nbytes = _nbytes(tensor)
+    data = (ctypes.c_char * nbytes).from_address(tensor.data_ptr()) if nbytes else b""
+    return hashlib.sha256(data).hexdigest()
 
 
 def _nbytes(tensor: torch.Tensor) -> int:

@@ -35,6 +35,7 @@ class WeightRange:
     nbytes: int
     dtype: torch.dtype
     shape: tuple[int, ...]
+    sha256: str = ""  # the range's own digest, checked by every load of it; "": none recorded
 
 
 @dataclass(frozen=True)
@@ -229,7 +230,13 @@ class _Builder:
             for slot in self.own[region]:
                 place = self.weights.ranges[slot]
                 source = self.buffer(
-                    DISK, place.nbytes, LIFE.Resident, f"weight {slot} on disk", file=0, file_offset=place.offset
+                    DISK,
+                    place.nbytes,
+                    LIFE.Resident,
+                    f"weight {slot} on disk",
+                    file=0,
+                    file_offset=place.offset,
+                    sha256=place.sha256,
                 )
                 target = self.buffer(RAM, place.nbytes, LIFE.Transient, f"{self.names[region]} weight {slot}")
                 self.loads[region].append(

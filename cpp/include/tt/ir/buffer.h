@@ -76,6 +76,9 @@ struct Buffer {
   // used in place), not arena memory: planned and counted like any buffer, so budgets
   // hold, but never allocated by the core.
   bool torch_owned = false;
+  // A file range's own digest (lowercase hex sha256), which every load of it checks;
+  // empty: only the file's chunk digests are checked.
+  std::string sha256;
 };
 
 }  // namespace tt

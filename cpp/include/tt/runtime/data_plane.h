@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -98,6 +99,7 @@ class DataPlane {
   std::vector<std::shared_ptr<HostArena>> resident_;
   std::vector<std::unique_ptr<HostArenaPool>> pools_;
   std::vector<std::shared_ptr<const FileDigests>> digests_;  // per file, null without digests
+  std::vector<std::optional<Sha256Digest>> range_digests_;   // per buffer: a file range's own digest
 };
 
 }  // namespace tt

@@ -9,6 +9,7 @@
 #include <exception>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -68,6 +69,9 @@ struct ReadRequest {
   // chunk the request covers whole is checked; a chunk covered only in part is left unchecked (a
   // caller wanting every byte checked aligns its reads to the grid).
   std::shared_ptr<const FileDigests> digests;
+  // The digest of the whole range, checked once every piece has arrived (a load of one
+  // tensor checks its own bytes, whatever the chunk grid); absent: not checked.
+  std::optional<Sha256Digest> range_digest = std::nullopt;
 };
 
 // Shared between a caller and its requests: set to true to cancel them. Checked before each piece.
