@@ -70,7 +70,7 @@ void bind_data_plane(nb::module_& m) {
               std::int32_t workers) {
              new (self) PyDataPlane{program, std::make_unique<DataPlane>(program, std::move(io), workers)};
            },
-           "program"_a, "io"_a, "workers"_a = 1,
+           "program"_a, "io"_a.none(), "workers"_a = 1,
            "Allocates the program's resident arenas and books them in its ledger.")
       .def("begin_call", [](PyDataPlane& self, double timeout_s) { return self.plane->begin_call(timeout_s); },
            "timeout_s"_a, nb::call_guard<nb::gil_scoped_release>(),

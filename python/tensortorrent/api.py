@@ -103,6 +103,7 @@ def compile(
                 cpu_seconds=seconds,
                 runner=runner,
                 streamed=streamed,
+                ram_budget_bytes=budgets.ram.amount,
             )
     log.info(
         "compiled %s: %d region(s) on %s, direct path %s, predicted %.3f ms per call",

@@ -63,7 +63,7 @@ def test_measured_peak_equals_the_simulated_peak(mlp_artifact):
     for prefetch in (0, 1, 2):
         compiled = streamed(path, weight_bytes(model) // 3, prefetch_distance=prefetch)
         compiled(x)
-        program = compiled._streamed.plan.program
+        program = compiled._plane.plan.program
         seconds = [1e-3 if i.kind == _core.InstructionKind.Compute else 0.0 for i in program.schedule.instructions]
         seconds = [
             -1.0 if i.kind == _core.InstructionKind.Load else s for i, s in zip(program.schedule.instructions, seconds)
@@ -153,7 +153,7 @@ def test_an_output_viewing_a_streamed_weight_stays_correct_across_calls(tmp_path
     x = torch.randn(3, 64)
     tt.compile(model, (x,)).save(tmp_path / "a")
     compiled = streamed(tmp_path / "a", weight_bytes(model) * 3 // 4, prefetch_distance=1)
-    assert {1, 2} <= set(compiled._streamed.plan.streamed), "the viewed weights stream"
+    assert {1, 2} <= set(compiled._plane.plan.streamed), "the viewed weights stream"
     expected = eager_outputs(model, (x,))
     first = compiled(x)
     second = compiled(x)

@@ -121,18 +121,31 @@ def test_cpu_count_from_quota_and_affinity(tmp_path):
     assert (explicit.source, explicit.amount) == ("config", 7)
 
 
-def test_early_fit_gate_counts_only_host_ram():
+def test_early_fit_gate_counts_only_host_ram(monkeypatch):
     model = nn.Sequential(nn.Linear(256, 256), nn.Linear(256, 256))  # 526,336 bytes of weights
-    # Disk and a virtual device with room for it all: no plan can keep weights there instead of RAM.
-    config = tt.CompileConfig(ram_budget_bytes=100_000, disk_budget_bytes=1 << 30)
+    # A budget from the environment, not CompileConfig.ram_budget_bytes (which streams the
+    # weights from disk instead). Disk and a virtual device with room for it all: no plan
+    # can keep weights there instead of RAM.
+    monkeypatch.setenv("TT_RAM_BUDGET_BYTES", "100000")
+    config = tt.CompileConfig(disk_budget_bytes=1 << 30)
     device = tt.VirtualDevice("vgpu", memory_bytes=1 << 30, flops=1e9, link_bandwidth=1e9)
     for devices in ("cpu", ["vgpu"]):
         with pytest.raises(tt.MemoryCapacityError) as caught:
             tt.compile(model, example_inputs=(torch.randn(1, 256),), config=config, devices=devices, machine=device)
         message = str(caught.value)
         assert "need 526336 bytes" in message and "host RAM, where a plan keeps them, allows 100000 bytes" in message
-        assert "ram: 97.7 KiB (config: CompileConfig.ram_budget_bytes=100000)" in message
+        assert "TT_RAM_BUDGET_BYTES" in message
         assert "disk" not in message and "vgpu" not in message
+
+
+def test_an_explicit_budget_below_the_weights_streams_them_on_the_cpu_only(tmp_path):
+    model = nn.Sequential(nn.Linear(256, 256), nn.Linear(256, 256))
+    config = tt.CompileConfig(ram_budget_bytes=400_000, spill_dir=str(tmp_path))
+    compiled = tt.compile(model, example_inputs=(torch.randn(1, 256),), config=config)
+    assert compiled.last_peak_bytes == {} and "read on every call" in compiled.explain()
+    device = tt.VirtualDevice("vgpu", memory_bytes=1 << 30, flops=1e9, link_bandwidth=1e9)
+    with pytest.raises(tt.UnsupportedError, match="CPU only"):
+        tt.compile(model, example_inputs=(torch.randn(1, 256),), config=config, devices=["vgpu"], machine=device)
 
 
 def test_a_model_within_ram_compiles_whatever_the_disk_budget():

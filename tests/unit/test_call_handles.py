@@ -30,7 +30,8 @@ def test_submit_returns_a_handle_with_the_result_and_its_own_report(chain):
     handle = compiled.submit(x)
     torch.testing.assert_close(handle.result(timeout=30), eager_outputs(model, (x,)))
     assert handle.done()
-    assert len(handle.report.records) == compiled.region_count and all(r.ran for r in handle.report.records)
+    computes = [r for r in handle.report.records if r.kind == "compute"]
+    assert len(computes) == compiled.region_count and all(r.ran for r in handle.report.records)
 
 
 def test_cancelling_one_handle_leaves_a_concurrent_call_alone(chain, hooks):

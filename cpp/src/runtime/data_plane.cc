@@ -141,6 +141,7 @@ void DataPlane::start(const std::shared_ptr<CallMemory>& memory, const ComputeKe
       done();
       return;
     case InstructionKind::Load: {
+      if (!io_) throw Error(ErrorCode::Internal, "data plane: a load, but the program was given no I/O engine");
       const std::size_t from = program_->buffer_position(instruction.reads[0]);
       const std::size_t to = program_->buffer_position(instruction.writes[0]);
       const Buffer& range = buffers[from];

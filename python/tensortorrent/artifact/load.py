@@ -49,7 +49,8 @@ def load_compiled(
     weights_name = manifest["files"]["weights"]
     # A RAM budget given is a budget kept: the weights stay on disk and stream through the
     # core; without one they are read whole, as views of the bytes read.
-    streaming = config is not None and config.ram_budget_bytes is not None
+    saved_config, signature = _saved_parts(manifest)
+    streaming = (config or saved_config).ram_budget_bytes is not None
     if streaming:
         if weights_name not in present:
             raise ArtifactError(f"{weights_name}: missing")
@@ -60,7 +61,6 @@ def load_compiled(
     exported = with_tensors(meta_program, state_dict=state, constants=constants)
     drop_dead_nodes(exported.graph_module)
     program = normalize(exported)
-    saved_config, signature = _saved_parts(manifest)
     config = config or saved_config
     # Streaming reads weights a parameter group at a time: every module owning parameters is a layer.
     owners = parameter_owners(program)
@@ -89,6 +89,7 @@ def load_compiled(
         origin=origin,
         cpu_seconds=_saved_cpu_seconds(manifest, len(regions)) if replayed else None,
         streamed=streamed,
+        ram_budget_bytes=resolve_budgets(config).ram.amount,
     )
 
 

@@ -17,8 +17,8 @@ import torch
 from .. import _core
 from ..errors import DataCorruptionError, MemoryCapacityError
 from ..planning.streaming import WeightRange, WeightsFile, plan_streaming
+from ..runtime.plane_program import PlaneProgram
 from ..runtime.program_runner import ProgramRunner
-from ..runtime.streamed_runner import StreamedProgram
 from ..storage.weights_cache import cache_directory, cache_weights
 from .weights import SAFETENSORS_DTYPES
 
@@ -84,7 +84,7 @@ def verify_weights(weights: WeightsFile) -> None:
                 )
 
 
-def stream_weights(program, regions, weights: WeightsFile, config, cpu_slots: int, verify: bool) -> StreamedProgram:
+def stream_weights(program, regions, weights: WeightsFile, config, cpu_slots: int, verify: bool) -> PlaneProgram:
     """The streamed program of `program` within config.ram_budget_bytes, its residents
     loaded; raises MemoryCapacityError (before anything runs) when no plan fits."""
     runner = ProgramRunner(program, regions)
@@ -106,10 +106,10 @@ def stream_weights(program, regions, weights: WeightsFile, config, cpu_slots: in
         verify_weights(weights)
     if io.direct_fallback_reason:
         log.info("weights are read through the page cache: %s", io.direct_fallback_reason)
-    return StreamedProgram(runner, plan, weights, io)
+    return PlaneProgram(runner, plan, weights, io)
 
 
-def stream_from_cache(program, regions, config, budgets, cpu_slots: int) -> StreamedProgram:
+def stream_from_cache(program, regions, config, budgets, cpu_slots: int) -> PlaneProgram:
     """Writes (or reuses) the program's weights in the weights cache and streams them from
     there within config.ram_budget_bytes; the caller's model keeps its own weights."""
     directory = cache_directory(config.spill_dir)

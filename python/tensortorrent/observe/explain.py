@@ -24,10 +24,12 @@ def explain(
     config: CompileConfig,
     costs: Sequence[RegionCost],
     origin: str = "",
-    streaming: Sequence[str] = (),
+    data_plane: Sequence[str] = (),
+    direct_reason: str | None = None,
 ) -> str:
     """A readable report of what compile decided and why; `origin` says where it came from;
-    `streaming` describes weights streamed from disk (and replaces the schedule)."""
+    `data_plane` describes the Program the data plane runs (it replaces the schedule);
+    `direct_reason` overrides the plan's direct-path decision."""
     tied = sum(1 for b in program.bound if len(b.names) > 1)
     placement = plan.placement
     lines = [
@@ -45,12 +47,12 @@ def explain(
     lines += ["", "Regions", *_region_lines(regions, plan, costs)]
     if placement is not None:
         lines += ["", *_finalist_lines(placement)]
-    lines += ["", *streaming] if streaming else ["", "Schedule", *_schedule_lines(plan)]
+    lines += ["", *data_plane] if data_plane else ["", "Schedule", *_schedule_lines(plan)]
     concurrency = f"up to {plan.max_concurrent} instruction(s) at once (the calling thread and a worker pool)"
     lines += [
         "",
         f"Execution: {concurrency}; stall timeout {plan.stall_timeout_s:g} s",
-        f"Direct path: {'not taken: weights stream through the data plane' if streaming else plan.direct_reason}",
+        f"Direct path: {direct_reason or plan.direct_reason}",
     ]
     return "\n".join(lines)
 

@@ -24,6 +24,7 @@ from ..observe.units import format_bytes
 K = _core.InstructionKind
 LIFE = _core.BufferLifetime
 RAM, DISK = 0, 1
+UNBOUNDED = 1 << 62  # bytes: a capacity that never binds
 CPU_QUEUE, IO_QUEUE = 0, 1
 
 
@@ -53,6 +54,7 @@ class StreamedWeight:
     buffer: int  # the host buffer its Load writes
     dtype: torch.dtype
     shape: tuple[int, ...]
+    nbytes: int
 
 
 @dataclass(frozen=True)
@@ -108,15 +110,30 @@ def plan_streaming(
 
 
 def build_streaming_program(
-    runner, names, weights: WeightsFile, streamed: set[int], budget_bytes: int, prefetch: int, cpu_slots: int, io_depth
+    runner,
+    names,
+    weights: WeightsFile | None,
+    streamed: set[int],
+    budget_bytes: int,
+    prefetch: int,
+    cpu_slots: int,
+    io_depth: int,
+    predicted: dict[int, tuple[float, float]] | None = None,
 ) -> StreamingPlan:
-    """The program that streams the weights of the regions in `streamed`; raises
-    MemoryCapacityError (from the core) when its RAM arena exceeds `budget_bytes`."""
-    builder = _Builder(runner, names, weights, streamed, prefetch)
+    """The program that streams the weights of the regions in `streamed` from `weights`;
+    with `weights` None, every weight stays where it is (the model's own tensors, counted
+    as torch-owned residents) and nothing streams. `predicted` gives regions' predicted
+    (start, end) in microseconds. Raises MemoryCapacityError (from the core) when the RAM
+    the program needs exceeds `budget_bytes`."""
+    builder = _Builder(runner, names, weights, streamed if weights is not None else set(), prefetch, predicted or {})
     builder.run()
     tiers = [_core.Tier("ram", _core.TierKind.Host, budget_bytes), _core.Tier("disk", _core.TierKind.Disk)]
     queues = [_core.Queue("cpu", _core.QueueKind.Compute, cpu_slots), _core.Queue("io", _core.QueueKind.Io, io_depth)]
-    files = [_core.FileSpec(weights.path, weights.size, weights.chunk_bytes, list(weights.chunk_sha256))]
+    files = (
+        []
+        if weights is None
+        else [_core.FileSpec(weights.path, weights.size, weights.chunk_bytes, list(weights.chunk_sha256))]
+    )
     program = _core.Program(tiers, queues, files, builder.buffers, builder.instructions, builder.outputs)
     return StreamingPlan(
         program=program,
@@ -125,14 +142,17 @@ def build_streaming_program(
         resident=builder.resident,
         streamed={r: tuple(ws) for r, ws in builder.streamed.items()},
         region_of=builder.region_of,
-        streamed_bytes=sum(weights.ranges[w.slot].nbytes for ws in builder.streamed.values() for w in ws),
+        streamed_bytes=sum(w.nbytes for ws in builder.streamed.values() for w in ws),
         region_names=tuple(names),
     )
 
 
 class _Builder:
-    def __init__(self, runner, names, weights: WeightsFile, streamed: set[int], prefetch: int) -> None:
+    def __init__(
+        self, runner, names, weights: WeightsFile | None, streamed: set[int], prefetch: int, predicted
+    ) -> None:
         self.runner, self.names, self.weights, self.prefetch = runner, names, weights, prefetch
+        self.predicted = predicted
         self.own = streamable_regions(runner)
         self.streamed_regions = [r for r in range(len(runner.kernels)) if r in streamed and r in self.own]
         self.buffers: list[_core.Buffer] = []
@@ -152,6 +172,7 @@ class _Builder:
 
     def emit(self, kind, queue: int, reads, writes, deps, label: str, region: int = -1) -> int:
         ident = len(self.instructions)
+        start, end = self.predicted.get(region, (-1.0, -1.0)) if kind == K.Compute else (-1.0, -1.0)
         self.instructions.append(
             _core.Instruction(
                 ident,
@@ -160,6 +181,8 @@ class _Builder:
                 device=("cpu", "io")[queue],
                 label=label,
                 deps=sorted(set(deps)),
+                predicted_start_us=start,
+                predicted_end_us=end,
                 queue=queue,
                 reads=list(reads),
                 writes=list(writes),
@@ -171,11 +194,17 @@ class _Builder:
         runner = self.runner
         streamed_slots = {s for r in self.streamed_regions for s in self.own[r]}
         for slot in range(runner.bound_count):
-            if slot not in streamed_slots:
-                place = self.weights.ranges[slot]
-                self.resident[slot] = self.slot_buffer[slot] = self.buffer(
-                    RAM, place.nbytes, LIFE.Resident, f"weight {slot}", shape=list(place.shape)
+            if slot in streamed_slots:
+                continue
+            if self.weights is None:  # the model's own tensor, used in place
+                self.slot_buffer[slot] = self.buffer(
+                    RAM, runner.slot_bytes[slot], LIFE.Resident, f"weight {slot}", torch_owned=True
                 )
+                continue
+            place = self.weights.ranges[slot]
+            self.resident[slot] = self.slot_buffer[slot] = self.buffer(
+                RAM, place.nbytes, LIFE.Resident, f"weight {slot}", shape=list(place.shape)
+            )
         first_activation = runner.bound_count
         readers_left = list(runner.readers)
         # Inputs: the caller's memory, never freed by the program.
@@ -242,7 +271,7 @@ class _Builder:
                 self.loads[region].append(
                     self.emit(K.Load, IO_QUEUE, [source], [target], deps, f"load {self.names[region]} weight {slot}")
                 )
-                self.streamed[region].append(StreamedWeight(slot, target, place.dtype, place.shape))
+                self.streamed[region].append(StreamedWeight(slot, target, place.dtype, place.shape, place.nbytes))
 
     def free_activations(self, region: int, kernel, readers_left: list[int]) -> None:
         """Frees the activations whose last reader is `region`, and its outputs nobody reads."""
@@ -267,3 +296,22 @@ class _Builder:
 
     def region_compute(self, region: int) -> int:
         return next(i for i, r in self.region_of.items() if r == region)
+
+
+def in_memory_plan(runner, regions, plan, budget_bytes: int | None) -> StreamingPlan:
+    """The Program of a CPU plan whose weights stay the model's own tensors: nothing
+    streams; the plan's predicted region times carry over."""
+    predicted = {
+        i.region: (i.predicted_start_us, i.predicted_end_us) for i in plan.schedule.instructions if i.region >= 0
+    }
+    return build_streaming_program(
+        runner,
+        [region.name for region in regions],
+        None,
+        set(),
+        budget_bytes if budget_bytes is not None else UNBOUNDED,
+        0,
+        plan.max_concurrent,
+        1,
+        predicted,
+    )

@@ -25,9 +25,10 @@ from ..planning import ExecutionPlan
 from ..planning.costs import RegionCost, measure_cpu_seconds, region_costs
 from ..planning.plan import usable_cores
 from ..planning.profile_cache import PROFILES
+from ..planning.streaming import in_memory_plan
 from .call_handle import CallHandle
+from .plane_program import PlaneProgram
 from .program_runner import ProgramRunner, detach_outputs
-from .streamed_runner import StreamedProgram
 from .tiered_runner import TieredProgram
 
 
@@ -77,14 +78,16 @@ class CompiledModule(nn.Module):
         origin: str = "",
         cpu_seconds: list[float] | None = None,
         runner: ProgramRunner | None = None,
-        streamed: StreamedProgram | None = None,
+        streamed: PlaneProgram | None = None,
+        ram_budget_bytes: int | None = None,
     ) -> None:
         """`model` holds the weights (the program's bound tensors, in place); when
         `runs_model_forward`, its own forward is the export-free direct path. `origin`
         is a line for explain() saying where the plan came from (a loaded artifact);
         `cpu_seconds` are measured region times, if known (see profile()); `runner` the
         program's kernels, if already built; `streamed` the data-plane program when
-        weights stream from disk under a RAM budget."""
+        weights stream from disk under a RAM budget; `ram_budget_bytes` the budget a CPU
+        plan's Program is held to (None: unbounded)."""
         super().__init__()
         self.model = model
         self._runs_model_forward = runs_model_forward
@@ -94,8 +97,12 @@ class CompiledModule(nn.Module):
         self._regions = regions
         self._plan = plan
         self._config = config
-        self._streamed = streamed
         self._runner = streamed.runner if streamed is not None else runner or ProgramRunner(program, regions)
+        self._streams = streamed is not None
+        if streamed is None and not plan.direct and not plan.tiered:
+            # A CPU plan runs its Program on the data plane, its weights used in place.
+            streamed = PlaneProgram(self._runner, in_memory_plan(self._runner, regions, plan, ram_budget_bytes))
+        self._plane = streamed
         self._tiered = None
         if plan.tiered:
             machine = plan.placement.machine
@@ -110,10 +117,9 @@ class CompiledModule(nn.Module):
         # Calls that write buffers back into the model's shared tensors run one at a time.
         self._mutation_lock = threading.Lock() if self._runner.mutations else None
         self._submit_pool: ThreadPoolExecutor | None = None
-        # The calling thread runs regions too, so the pool only needs the rest of the slots.
-        self._executor = (
-            None if plan.direct or streamed is not None else _core.Executor(workers=max(1, plan.max_concurrent - 1))
-        )
+        # Virtual-device plans still run on the executor directly; the calling thread runs
+        # steps too, so the pool only needs the rest of the slots.
+        self._executor = _core.Executor(workers=max(1, plan.max_concurrent - 1)) if plan.tiered else None
         self._submodules = tuple(model.modules())
         self._report_lock = threading.Lock()
         # A plain list, not an attribute: nn.Module.__setattr__ costs microseconds per call.
@@ -154,19 +160,15 @@ class CompiledModule(nn.Module):
         return outputs, report
 
     def _dispatch(self, flat: list[Any], args: tuple, kwargs: dict, token: _core.CancelToken):
-        if self._streamed is not None:
-            outputs, report, peaks = self._streamed.run(
+        if self._plane is not None:
+            outputs, report, peaks = self._plane.run(
                 flat, token, self._plan.stall_timeout_s, timeout_s=self._plan.stall_timeout_s
             )
             self._last_peaks = {"ram": peaks[0]}
             return outputs, report
         if self._plan.direct:
             return self._call_direct(flat, args, kwargs, token)
-        if self._tiered is not None:
-            return self._call_tiered(flat, token)
-        call = self._runner.new_call(flat)
-        report = self._run(call.run_region_on_worker, token)
-        return call.finish(), report
+        return self._call_tiered(flat, token)
 
     def _run(self, kernel, token: _core.CancelToken) -> _core.RunReport:
         plan = self._plan
@@ -262,13 +264,13 @@ class CompiledModule(nn.Module):
     @property
     def last_peak_bytes(self) -> dict[str, int]:
         """Per virtual device, the most bytes its memory held during the last call (resident
-        parameters included); with weights streamed from disk, "ram": the residents plus the
-        most bytes the call held live at once. Empty for other plans on the CPU."""
+        parameters included); for a CPU plan run by the data plane, "ram": the residents plus
+        the most bytes the call held live at once. Empty on the direct path."""
         return dict(self._last_peaks)
 
     @property
     def uses_direct_path(self) -> bool:
-        return self._plan.direct and self._streamed is None
+        return self._plan.direct and not self._streams
 
     @property
     def region_count(self) -> int:
@@ -286,7 +288,8 @@ class CompiledModule(nn.Module):
             self._config,
             self._costs,
             self._origin,
-            self._streamed.describe() if self._streamed is not None else (),
+            self._plane.describe() if self._plane is not None else (),
+            "not taken: weights stream from disk through the data plane" if self._streams else None,
         )
 
     def profile(self, *args: Any, **kwargs: Any) -> list[float]:

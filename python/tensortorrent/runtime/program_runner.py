@@ -96,11 +96,6 @@ class CallState:
         self._readers_left = list(runner.readers)
         self._lock = threading.Lock()
 
-    def run_region_on_worker(self, index: int) -> None:
-        """Runs region `index` on a thread of the executor (a pool worker or the caller)."""
-        torch.set_grad_enabled(False)  # grad mode is per thread; a pool worker's starts on
-        self.run_region(index)
-
     def run_region(self, index: int) -> None:
         """Runs region `index` on the calling thread; its inputs must be ready."""
         kernel = self._runner.kernels[index]

@@ -1,9 +1,10 @@
-"""Runs a streaming plan on the native data plane: residents loaded once, the rest read on every call.
+"""Runs a CPU plan's Program on the native data plane; Python is entered only for Compute.
 
-The core holds the weights: residents in its resident arena (loaded at build time through
-the I/O engine), streamed ones in each call's arena, written by `Load` instructions while
-other regions compute. Region kernels see them as zero-copy tensor views. Python is
-entered only for Compute instructions.
+With weights on disk (a streaming plan), the core holds them: residents in its resident
+arena (read once through the I/O engine), streamed ones in each call's arena, written by
+`Load` instructions while other regions compute; region kernels see them as zero-copy
+tensor views. With weights in memory, the model's own tensors are used in place and the
+program counts them, with the activations, against the RAM budget.
 """
 
 from __future__ import annotations
@@ -18,18 +19,31 @@ from ..planning.streaming import StreamingPlan, WeightsFile
 from .program_runner import ProgramRunner
 
 
-class StreamedProgram:
-    """A streaming plan bound to its data plane and kernels; shared by concurrent calls
+class PlaneProgram:
+    """A CPU plan's Program bound to its data plane and kernels; shared by concurrent calls
     (the core's ledger admits each only with room for its working set)."""
 
-    def __init__(self, runner: ProgramRunner, plan: StreamingPlan, weights: WeightsFile, io: _core.IoEngine) -> None:
+    def __init__(
+        self,
+        runner: ProgramRunner,
+        plan: StreamingPlan,
+        weights: WeightsFile | None = None,
+        io: _core.IoEngine | None = None,
+    ) -> None:
+        """`weights` and `io`: the file the weights stream from and the engine reading it;
+        None when the weights are the model's own tensors in memory."""
         self.runner = runner
         self.plan = plan
         self.weights = weights
         self.io = io
         self.plane = _core.DataPlane(plan.program, io, workers=max(1, plan.program.queues[0].capacity - 1))
-        self.resident_tensors = self._load_residents()
-        runner.rebind(self.bound_values())
+        if weights is not None:
+            self.resident_tensors = self._load_residents()
+            runner.rebind(self.bound_values())
+
+    @property
+    def streams(self) -> bool:
+        return self.weights is not None
 
     def _load_residents(self) -> dict[int, torch.Tensor]:
         """Reads every resident weight into the resident arena, once; returns their views."""
@@ -47,6 +61,14 @@ class StreamedProgram:
         """explain()'s lines: what streams, the prefetch distance, the memory plan and the program."""
         plan, program = self.plan, self.plan.program
         memory = program.memory_plan
+        if self.weights is None:
+            return [
+                f"Data plane (ram budget {format_bytes(plan.budget_bytes)}): the model's own weights used in place; "
+                f"{format_bytes(memory.arena_bytes[0])} at most, {format_bytes(memory.peak_bytes[0])} live at the "
+                "peak in plan order",
+                "",
+                *self._program_lines(),
+            ]
         resident = sum(self.weights.ranges[slot].nbytes for slot in plan.resident)
         lines = [
             f"Weights streamed from disk (ram_budget_bytes={plan.budget_bytes}, {format_bytes(plan.budget_bytes)})",
@@ -63,8 +85,11 @@ class StreamedProgram:
         for region, weights in sorted(plan.streamed.items()):
             nbytes = sum(self.weights.ranges[w.slot].nbytes for w in weights)
             lines.append(f"    {plan.region_names[region]}: {format_bytes(nbytes)} streamed per call")
-        lines += ["", "Program (instruction, queue, deps)"]
-        for instruction in program.schedule.instructions:
+        return lines + ["", *self._program_lines()]
+
+    def _program_lines(self) -> list[str]:
+        lines = ["Schedule: the data plane's program (instruction, queue, kind, label, deps)"]
+        for instruction in self.plan.program.schedule.instructions:
             deps = ",".join(str(d) for d in instruction.deps) or "-"
             lines.append(
                 f"  {instruction.id:>4} {instruction.device:<4} {str(instruction.kind).split('.')[-1]:<8} "
@@ -99,7 +124,8 @@ class StreamedProgram:
                 if arenas:
                     _copy_out_aliases(env, self.runner.kernels[region].out_slots, arenas)
 
-            report = plane.run(memory, compute, stall_timeout_s=stall_timeout_s, cancel=token)
+            with torch.no_grad():  # the caller's thread computes too; its grad mode comes back after
+                report = plane.run(memory, compute, stall_timeout_s=stall_timeout_s, cancel=token)
             outputs = call.finish()
             return outputs, report, list(memory.peak_bytes)
         finally:
