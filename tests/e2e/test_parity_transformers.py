@@ -10,6 +10,13 @@ from conftest import assert_parity
 transformers = pytest.importorskip("transformers")
 
 
+def example_inputs(name: str) -> tuple[tuple, dict | None]:
+    """(args, kwargs) of a small call for a model of this module built by `name`."""
+    if name in ("vit", "resnet"):
+        return (torch.randn(2, 3, 32, 32),), None
+    return (torch.randint(0, 128, (2, 12)),), ({"use_cache": False} if name == "gpt2" else None)
+
+
 def gpt2():
     config = transformers.GPT2Config(
         n_layer=2, n_embd=64, n_head=4, vocab_size=128, n_positions=64, bos_token_id=0, eos_token_id=0

@@ -39,10 +39,7 @@ def test_measured_peak_equals_simulated_peak_on_transformers_architectures(name)
 
     torch.manual_seed(0)
     model = getattr(zoo, name)()
-    if name in ("vit", "resnet"):
-        args, kwargs = (torch.randn(2, 3, 32, 32),), None
-    else:
-        args, kwargs = (torch.randint(0, 128, (2, 12)),), ({"use_cache": False} if name == "gpt2" else None)
+    args, kwargs = zoo.example_inputs(name)
     compiled = tt.compile(model, example_inputs=args, example_kwargs=kwargs)
     assert not compiled.uses_direct_path
     for _ in range(2):

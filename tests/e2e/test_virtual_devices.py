@@ -255,10 +255,7 @@ def test_transformers_architectures_stream_through_a_small_device(name):
 
     torch.manual_seed(0)
     model = getattr(zoo, name)()
-    if name in ("vit", "resnet"):
-        args, kwargs = (torch.randn(2, 3, 32, 32),), None
-    else:
-        args, kwargs = (torch.randint(0, 128, (2, 12)),), ({"use_cache": False} if name == "gpt2" else None)
+    args, kwargs = zoo.example_inputs(name)
     weights = sum(p.numel() * p.element_size() for p in model.parameters())
     # 60% of the weights; ResNet's activations outweigh its weights, so it gets 96 KiB.
     device = tt.VirtualDevice("acc", memory_bytes=max(int(0.6 * weights), 96 << 10), flops=1e12, link_bandwidth=1e10)

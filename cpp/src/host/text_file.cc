@@ -10,24 +10,10 @@
 #include <cstring>
 
 #include "tt/common/error.h"
+#include "tt/common/os_resources.h"
 
 namespace tt {
 namespace {
-
-// Closes the descriptor on every path out of the reader.
-class FileDescriptor {
- public:
-  explicit FileDescriptor(int fd) : fd_(fd) {}
-  FileDescriptor(const FileDescriptor&) = delete;
-  FileDescriptor& operator=(const FileDescriptor&) = delete;
-  ~FileDescriptor() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
 
 [[noreturn]] void throw_io(const std::string& action, const std::string& path, int error) {
   throw Error(ErrorCode::IO, action + " '" + path + "': " + std::strerror(error));
@@ -36,7 +22,7 @@ class FileDescriptor {
 }  // namespace
 
 std::optional<std::string> read_text_file_if_exists(const std::string& path) {
-  FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) {
     const int error = errno;
     if (error == ENOENT || error == ENOTDIR) return std::nullopt;

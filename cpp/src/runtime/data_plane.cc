@@ -181,6 +181,12 @@ void DataPlane::start(const std::shared_ptr<CallMemory>& memory, const ComputeKe
 RunReport DataPlane::run(const std::shared_ptr<CallMemory>& memory, ComputeKernel compute, RunOptions options) {
   options.queue_capacities.clear();
   for (const Queue& queue : program_->queues()) options.queue_capacities.push_back(queue.capacity);
+  // A Free runs the moment its last reader ends, on that thread: memory lives exactly as
+  // long as the simulator counts it.
+  options.immediate.clear();
+  for (const Instruction& instruction : program_->schedule()->instructions()) {
+    options.immediate.push_back(instruction.kind == InstructionKind::Free);
+  }
   const Instruction* first = program_->schedule()->instructions().data();
   AsyncKernel kernel = [this, memory, compute = std::move(compute), first](const Instruction& instruction,
                                                                             Completion done) {

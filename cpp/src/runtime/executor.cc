@@ -148,6 +148,10 @@ void validate(const std::shared_ptr<const Schedule>& schedule, bool has_kernel, 
                                                   std::to_string(options.queue_capacities[q]) + "; expected >= 1");
     }
   }
+  if (!options.immediate.empty() && options.immediate.size() != schedule->size()) {
+    throw Error(ErrorCode::InvalidArgument, "executor: immediate has " + std::to_string(options.immediate.size()) +
+                                                " entries for " + std::to_string(schedule->size()) + " instructions");
+  }
   for (const Instruction& instruction : schedule->instructions()) {
     if (instruction.queue >= static_cast<std::int32_t>(options.queue_capacities.size()) || instruction.queue < -1) {
       throw Error(ErrorCode::InvalidArgument, "executor: " + display_name(instruction) + " runs on queue " +
@@ -317,22 +321,25 @@ void Executor::release_pending() {
 
 void Executor::execute(std::int32_t worker, Task task) {
   RunState& state = *task.run;
-  std::size_t index = task.index;
-  // Each pass runs one instruction; a pass that makes successors ready continues with the
-  // lowest of them here, skipping a round trip through the shared queue.
-  for (;;) {
+  // This thread's own work: immediate instructions first, then at most one other. A pass
+  // that makes successors ready continues with them here, skipping a round trip through
+  // the shared queue; the rest go to the pool.
+  std::deque<std::size_t> mine{task.index};
+  while (!mine.empty()) {
+    const std::size_t index = mine.front();
+    mine.pop_front();
     const Instruction& instruction = state.instruction(index);
     {
       std::lock_guard lock(state.mutex);
       if (state.failed) {
         state.leave(index);  // skipped: its record keeps ran == false
-        return;
+        continue;
       }
       if (state.options.cancel && state.options.cancel->consume()) {
         state.fail(std::make_exception_ptr(
             Error(ErrorCode::Cancelled, "run cancelled before " + display_name(instruction))));
         state.leave(index);
-        return;
+        continue;
       }
       state.running.insert(index);
     }
@@ -351,7 +358,7 @@ void Executor::execute(std::int32_t worker, Task task) {
       if (completion->phase.compare_exchange_strong(expected, 1)) completion->failure = std::current_exception();
     }
     int expected = 0;
-    if (completion->phase.compare_exchange_strong(expected, 2)) return;  // completes later, elsewhere
+    if (completion->phase.compare_exchange_strong(expected, 2)) continue;  // completes later, elsewhere
     release_pending();  // finished inline; the destructor may be waiting already (a stuck kernel returning)
 
     std::vector<std::size_t> dispatch;
@@ -359,19 +366,22 @@ void Executor::execute(std::int32_t worker, Task task) {
       std::lock_guard lock(state.mutex);
       dispatch = finish(state, index, std::move(completion->failure));
     }
-    // The lowest ready instruction runs next on this thread; the others go to the pool.
-    std::optional<std::size_t> next;
+    const auto& immediate = state.options.immediate;
+    bool have_other = std::any_of(mine.begin(), mine.end(), [&](std::size_t i) { return immediate.empty() || !immediate[i]; });
     std::vector<Task> tasks;
+    for (auto ready = dispatch.rbegin(); ready != dispatch.rend(); ++ready) {
+      if (!immediate.empty() && immediate[*ready]) mine.push_front(*ready);
+    }
     for (std::size_t ready : dispatch) {
-      if (!next) {
-        next = ready;
+      if (!immediate.empty() && immediate[ready]) continue;
+      if (!have_other) {
+        mine.push_back(ready);
+        have_other = true;
       } else {
         tasks.push_back(Task{task.run, ready});
       }
     }
     push(std::move(tasks), state);
-    if (!next) return;
-    index = *next;
   }
 }
 

@@ -11,24 +11,10 @@
 #include <vector>
 
 #include "tt/common/error.h"
+#include "tt/common/os_resources.h"
 
 namespace tt {
 namespace {
-
-// Closes the descriptor on every path out of the reader.
-class FileDescriptor {
- public:
-  explicit FileDescriptor(int fd) : fd_(fd) {}
-  FileDescriptor(const FileDescriptor&) = delete;
-  FileDescriptor& operator=(const FileDescriptor&) = delete;
-  ~FileDescriptor() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
 
 [[noreturn]] void throw_io(const std::string& action, const std::string& path, int error) {
   throw Error(error == ENOENT || error == ENOTDIR ? ErrorCode::NotFound : ErrorCode::IO,
@@ -57,7 +43,7 @@ void pread_exactly(int fd, const std::string& path, std::span<std::uint8_t> out,
 }  // namespace
 
 SafetensorsHeader read_safetensors_header(const std::string& path) {
-  FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) throw_io("open", path, errno);
   struct stat status {};
   if (::fstat(fd.get(), &status) != 0) throw_io("stat", path, errno);

@@ -16,15 +16,7 @@ using test::ProgramBuilder;
 
 TEST(MemoryPlanTest, AChainReusesTheSpaceOfFreedBuffers) {
   ProgramBuilder b;
-  const auto x = b.buffer(128);
-  const auto y = b.buffer(128);
-  const auto z = b.buffer(128);
-  const auto c0 = b.compute({}, {x});
-  const auto c1 = b.compute({x}, {y}, {c0});
-  b.free({x}, {c1});
-  const auto c3 = b.compute({y}, {z}, {c1});
-  b.free({y}, {c3});
-  b.spec.outputs = {z};
+  test::add_chain_of_three(b, 128);
   Program program(b.spec);
   const MemoryPlan& plan = program.memory_plan();
   EXPECT_EQ(plan.arena_bytes[0], 256);

@@ -122,6 +122,19 @@ inline ProgramSpec random_program(std::mt19937& random, bool movement = false) {
   return b.spec;
 }
 
+// compute -> x -> compute -> y -> compute -> z (an output), each buffer of `bytes` freed
+// after its reader: instructions 0..4 are c0, c1, free x, c3, free y. Returns {x, y, z}.
+inline std::vector<std::int64_t> add_chain_of_three(ProgramBuilder& b, std::int64_t bytes) {
+  const auto x = b.buffer(bytes), y = b.buffer(bytes), z = b.buffer(bytes);
+  const auto c0 = b.compute({}, {x});
+  const auto c1 = b.compute({x}, {y}, {c0});
+  b.free({x}, {c1});
+  const auto c3 = b.compute({y}, {z}, {c1});
+  b.free({y}, {c3});
+  b.spec.outputs = {z};
+  return {x, y, z};
+}
+
 // Builds a program that must be rejected with `code`; returns the message.
 inline std::string rejection(ProgramSpec spec, ErrorCode code = ErrorCode::InvalidArgument) {
   try {

@@ -67,6 +67,29 @@ TEST(ExecutorQueuesTest, EachQueueRunsAtMostItsCapacity) {
   EXPECT_EQ(most[1].load(), 1);
 }
 
+TEST(ExecutorQueuesTest, AnImmediateInstructionRunsOnTheThreadThatReadiedItBeforeAnythingElse) {
+  // 0 -> {1 (immediate, like a Free), 2}; 2 -> 3. Positions 1 and 2 become ready together.
+  const auto schedule = std::make_shared<const Schedule>(
+      std::vector<Instruction>{node(0), node(1, {0}), node(2, {0}), node(3, {2})});
+  Executor executor({.workers = 2});
+  RunOptions options;
+  options.immediate = {false, true, false, false};
+  for (int repeat = 0; repeat < 20; ++repeat) {
+    std::mutex mutex;
+    std::vector<std::pair<std::int64_t, std::thread::id>> ran;
+    executor.run(schedule, [&](const Instruction& instruction) {
+      std::lock_guard lock(mutex);
+      ran.emplace_back(instruction.id, std::this_thread::get_id());
+    }, options);
+    ASSERT_EQ(ran.size(), 4u);
+    EXPECT_EQ(ran[0].first, 0);
+    EXPECT_EQ(ran[1].first, 1) << "the immediate one runs first";
+    EXPECT_EQ(ran[1].second, ran[0].second) << "on the thread that readied it";
+  }
+  options.immediate = {true};
+  EXPECT_THROW(executor.run(schedule, [](const Instruction&) {}, options), Error);
+}
+
 TEST(ExecutorQueuesTest, RejectsUnknownQueuesAndBadCapacities) {
   Executor executor({.workers = 1});
   RunOptions options;

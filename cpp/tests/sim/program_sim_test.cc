@@ -38,13 +38,7 @@ std::pair<std::int64_t, std::int64_t> load(ProgramBuilder& b, std::int64_t bytes
 
 TEST(ProgramSimTest, AChainTakesTheSumOfItsDurations) {
   ProgramBuilder b;
-  const auto x = b.buffer(64), y = b.buffer(64), z = b.buffer(64);
-  const auto c0 = b.compute({}, {x});
-  const auto c1 = b.compute({x}, {y}, {c0});
-  b.free({x}, {c1});
-  const auto c3 = b.compute({y}, {z}, {c1});
-  b.free({y}, {c3});
-  b.spec.outputs = {z};
+  test::add_chain_of_three(b, 64);
   const Program program(b.spec);
   const ProgramSimResult r = simulate_program(program, costs({1, 2, 0, 3, 0}));
   EXPECT_EQ(r.makespan_s, 6.0);

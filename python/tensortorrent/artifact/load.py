@@ -35,7 +35,7 @@ def load_compiled(
     unpickled: weights come from safetensors, and the program archive is opened only after
     its digest and contents are checked.
     """
-    directory = _check_arguments(path, config, verify_integrity)
+    directory = check_load_arguments(path, config, verify_integrity)
     present = list_files(directory)
     records = read_integrity(directory, present) if verify_integrity else None
 
@@ -44,12 +44,12 @@ def load_compiled(
             raise ArtifactError(f"{name}: missing")
         return read_file(directory, name, records[name] if records is not None else None)
 
-    manifest = _parse_manifest(read(MANIFEST))
+    manifest = parse_manifest(read(MANIFEST))
     meta_program = load_program(read(manifest["files"]["program"]), manifest["files"]["program"])
     weights_name = manifest["files"]["weights"]
     # A RAM budget given is a budget kept: the weights stay on disk and stream through the
     # core; without one they are read whole, as views of the bytes read.
-    saved_config, signature = _saved_parts(manifest)
+    saved_config, signature = saved_parts(manifest)
     streaming = (config or saved_config).ram_budget_bytes is not None
     if streaming:
         if weights_name not in present:
@@ -101,7 +101,7 @@ def _saved_cpu_seconds(manifest: dict, region_count: int) -> list[float] | None:
     return [float(s) for s in seconds] if valid else None
 
 
-def _check_arguments(path: object, config: object, verify_integrity: object) -> str:
+def check_load_arguments(path: object, config: object, verify_integrity: object) -> str:
     if not isinstance(path, (str, os.PathLike)):
         raise InvalidArgumentError(f"load_compiled: path: expected a str or os.PathLike, got {type(path).__name__}")
     if config is not None and not isinstance(config, CompileConfig):
@@ -116,7 +116,7 @@ def _check_arguments(path: object, config: object, verify_integrity: object) -> 
     return directory
 
 
-def _parse_manifest(raw: memoryview) -> dict[str, Any]:
+def parse_manifest(raw: memoryview) -> dict[str, Any]:
     try:
         manifest = json.loads(bytes(raw))
     except ValueError as error:
@@ -176,33 +176,39 @@ def _place(root: nn.Module, dotted: str, value: torch.Tensor, kind: str, persist
         setattr(module, leaf, value)
 
 
-def _saved_parts(manifest: dict) -> tuple[CompileConfig, InputSignature]:
+def saved_parts(manifest: dict) -> tuple[CompileConfig, InputSignature]:
     try:
         return CompileConfig(**manifest["config"]), InputSignature.from_json(manifest["signature"])
     except (TensorTorrentError, KeyError, TypeError, ValueError) as error:
         raise ArtifactError(f"{MANIFEST}: unreadable config or input signature ({error})") from error
 
 
+def replay_decision(manifest: dict, same_config: bool) -> tuple[bool, str]:
+    """Whether loading replays the saved plan here (same hardware fingerprint, same config),
+    and why or why not."""
+    saved, here = manifest["hardware_fingerprint"].get("digest"), hardware_fingerprint()["digest"]
+    if saved != here:
+        return False, f"saved on hardware fingerprint {saved}, this machine is {here}"
+    if not same_config:
+        return False, "a different CompileConfig was given"
+    return True, f"hardware fingerprint {here}"
+
+
 def _regions_and_plan(
     manifest: dict, program, config: CompileConfig, saved_config: CompileConfig, directory: str, more_layers: frozenset
 ):
-    saved, here = manifest["hardware_fingerprint"].get("digest"), hardware_fingerprint()["digest"]
+    replay, reason = replay_decision(manifest, config == saved_config)
     try:
         saved_regions = [(r["layer"], list(r["operations"])) for r in manifest["regions"]]
-        if saved == here and config == saved_config:
+        if replay:
             regions = regions_from_names(program, saved_regions)
             plan = plan_from_json(manifest["plan"], manifest["schedule"])
             if len(plan.devices) != len(regions):
                 raise ValueError(f"{len(plan.devices)} device entries for {len(regions)} regions")
-            return regions, plan, f"loaded from {directory}: saved plan replayed (hardware fingerprint {here})", True
+            return regions, plan, f"loaded from {directory}: saved plan replayed ({reason})", True
         layers = frozenset(layer for layer, _ in saved_regions if layer) | more_layers
     except (KeyError, TypeError, ValueError, TensorTorrentError) as error:
         raise ArtifactError(f"{MANIFEST}: unreadable regions, plan or schedule ({error})") from error
-    reason = (
-        f"saved on hardware fingerprint {saved}, this machine is {here}"
-        if saved != here
-        else "a different CompileConfig was given"
-    )
     # Streaming cuts at the innermost layer, so that each region reads one parameter group.
     regions = partition(program, layers, config.max_region_nodes, innermost=bool(more_layers))
     plan = build_plan(regions, config, cpus=resolve_budgets(config).cpus.amount)

@@ -12,7 +12,7 @@ from typing import Any
 
 from ..artifact.integrity import list_files, read_file, read_integrity
 from ..artifact.layout import MANIFEST
-from ..artifact.load import _check_arguments, _parse_manifest, _saved_parts
+from ..artifact.load import check_load_arguments, parse_manifest, replay_decision, saved_parts
 from ..errors import ArtifactError, TensorTorrentError
 from ..hardware import hardware_fingerprint
 from ..observe.explain import explain_saved
@@ -33,32 +33,24 @@ def add_parser(commands) -> None:
 
 def read_manifest(path: str, verify: bool) -> tuple[str, dict[str, Any]]:
     """The artifact's directory and its checked manifest; ArtifactError when either is bad."""
-    directory = _check_arguments(path, None, verify)
+    directory = check_load_arguments(path, None, verify)
     present = list_files(directory)
     if MANIFEST not in present:
         raise ArtifactError(f"{directory}: {MANIFEST} missing; not a TensorTorrent artifact")
     records = read_integrity(directory, present) if verify else None
     raw = read_file(directory, MANIFEST, records[MANIFEST] if records is not None else None)
-    return directory, _parse_manifest(raw)
+    return directory, parse_manifest(raw)
 
 
 def verdict(manifest: dict[str, Any]) -> dict[str, Any]:
-    """What tt.load_compiled would do here with the artifact's own config: replay the saved
-    plan when the hardware fingerprint matches, else partition and plan again."""
-    saved = manifest["hardware_fingerprint"].get("digest")
-    here = hardware_fingerprint()["digest"]
-    if saved == here:
-        return {
-            "action": "replay",
-            "saved_fingerprint": saved,
-            "this_fingerprint": here,
-            "reason": f"hardware fingerprint {here} matches",
-        }
+    """What tt.load_compiled would do here with the artifact's own config (the rule is
+    load.replay_decision's): replay the saved plan, or partition and plan again."""
+    replay, reason = replay_decision(manifest, same_config=True)
     return {
-        "action": "re-plan",
-        "saved_fingerprint": saved,
-        "this_fingerprint": here,
-        "reason": f"saved on hardware fingerprint {saved}, this machine is {here}",
+        "action": "replay" if replay else "re-plan",
+        "saved_fingerprint": manifest["hardware_fingerprint"].get("digest"),
+        "this_fingerprint": hardware_fingerprint()["digest"],
+        "reason": reason + (" matches" if replay else ""),
     }
 
 
@@ -80,7 +72,7 @@ def checked_plan(directory: str, manifest: dict[str, Any]):
 
 def run(args: argparse.Namespace) -> int:
     directory, manifest = read_manifest(args.artifact, verify=not args.no_verify)
-    _, signature = _saved_parts(manifest)
+    _, signature = saved_parts(manifest)
     plan = checked_plan(directory, manifest)
     decision = verdict(manifest)
     if args.json:

@@ -61,6 +61,10 @@ struct RunOptions {
   // Per queue index: how many of its instructions may be in flight at once (>= 1). An
   // instruction's queue must be -1 or an index into this list.
   std::vector<std::int32_t> queue_capacities = {};
+  // Per schedule position (or empty): instructions that run on the thread that makes them
+  // ready, before anything else it does. For cheap native work, such as a Free, whose
+  // timing should follow its last reader exactly.
+  std::vector<bool> immediate = {};
 };
 
 // Owns its worker threads: spawned in the constructor, joined in the
