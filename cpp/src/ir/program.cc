@@ -313,6 +313,7 @@ Program::Program(ProgramSpec spec) : spec_(std::move(spec)) {
   for (const auto& [freed, written] : plan_.reuse_deps) {
     instructions[written].deps.push_back(spec_.instructions[freed].id);
   }
+  for (Instruction& instruction : instructions) std::sort(instruction.deps.begin(), instruction.deps.end());
   schedule_ = std::make_shared<const Schedule>(std::move(instructions));
 }
 
