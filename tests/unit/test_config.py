@@ -71,7 +71,7 @@ def test_valid_config_keeps_its_values():
         "objective": "latency",
         "objective_weights": None,
         "prefetch_distance": None,
-        "io_queue_depth": 4,
+        "io_queue_depth": None,
     }
 
 

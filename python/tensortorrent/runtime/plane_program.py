@@ -29,13 +29,16 @@ class PlaneProgram:
         plan: StreamingPlan,
         weights: WeightsFile | None = None,
         io: _core.IoEngine | None = None,
+        reads: str = "",
     ) -> None:
-        """`weights` and `io`: the file the weights stream from and the engine reading it;
-        None when the weights are the model's own tensors in memory."""
+        """`weights` and `io`: the file the weights stream from and the engine reading it
+        (`reads` says how it reads, for explain()); None when the weights are the model's
+        own tensors in memory."""
         self.runner = runner
         self.plan = plan
         self.weights = weights
         self.io = io
+        self.reads = reads
         self.plane = _core.DataPlane(plan.program, io, workers=max(1, plan.program.queues[0].capacity - 1))
         if weights is not None:
             self.resident_tensors = self._load_residents()
@@ -73,7 +76,7 @@ class PlaneProgram:
         lines = [
             f"Weights streamed from disk (ram_budget_bytes={plan.budget_bytes}, {format_bytes(plan.budget_bytes)})",
             f"  file: {self.weights.path}",
-            f"  prefetch distance: {plan.prefetch}; I/O queue depth: {program.queues[1].capacity}",
+            f"  prefetch distance: {plan.prefetch}; loads in flight: {program.queues[1].capacity}; reads: {self.reads}",
             f"  resident: {len(plan.resident)} tensor(s), {format_bytes(resident)}, loaded once into the core's arena",
             f"  streamed: {sum(len(w) for w in plan.streamed.values())} tensor(s) of {len(plan.streamed)} region(s), "
             f"{format_bytes(plan.streamed_bytes)} read on every call",

@@ -1,0 +1,22 @@
+"""How a weights file is read: measured on its device once per process, or as configured."""
+
+from __future__ import annotations
+
+import os
+
+from tensortorrent.artifact import streamed_weights
+
+
+def test_the_read_mode_is_measured_once_per_device_and_an_explicit_depth_wins(tmp_path, monkeypatch):
+    monkeypatch.setattr(streamed_weights, "CALIBRATION_BYTES", 4 << 20)
+    monkeypatch.setattr(streamed_weights, "_CHOSEN", {})
+    path = tmp_path / "weights.bin"
+    path.write_bytes(os.urandom(4 << 20))
+    chosen = streamed_weights.choose_read_mode(str(path), streamed_bytes=1 << 30, depth=None)
+    assert chosen.mode in ("buffered", "direct") and chosen.threads in (2, 4, 8)
+    assert chosen.measured_gbps > 0 and "GB/s measured" in chosen.describe()
+    assert streamed_weights.choose_read_mode(str(path), 1 << 30, None) is chosen  # not measured again
+    fixed = streamed_weights.choose_read_mode(str(path), 1 << 30, depth=3)
+    assert fixed.threads == 3 and fixed.measured_gbps is None
+    small = streamed_weights.choose_read_mode(str(path), streamed_bytes=1 << 20, depth=None)
+    assert small.measured_gbps is None and "too little" in small.reason
