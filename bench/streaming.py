@@ -174,7 +174,7 @@ def bench_stream(directory: str, width: int, layers: int, runs: int, best_gbps: 
         "read_overlap_fraction": statistics.median(overlap),
         "peak_ram_bytes": max(peaks),
         "max_abs_error": float((got - expected).abs().max()),
-        "prefetch_distance": streamed._streamed.plan.prefetch,
+        "prefetch_distance": streamed._plane.plan.prefetch,
     }
 
 
