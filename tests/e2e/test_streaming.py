@@ -270,3 +270,35 @@ def test_a_weight_corrupted_after_load_fails_the_call_and_the_module_recovers(ml
         compiled(x)
     weights.write_bytes(good)
     torch.testing.assert_close(compiled(x), eager_outputs(model, (x,)))
+
+
+def test_python_threads_keep_running_while_loads_are_in_flight(mlp_artifact, monkeypatch):
+    import threading
+    import time
+
+    from tensortorrent.artifact import streamed_weights
+
+    real = _core.IoEngine
+    monkeypatch.setattr(  # every read waits 20 ms first: slow enough to see who holds the GIL
+        streamed_weights._core, "IoEngine", lambda **options: real(**options, test_delay_s=0.02)
+    )
+    model, x, path = mlp_artifact
+    compiled = streamed(path, weight_bytes(model) // 4, prefetch_distance=0)
+    ticks, stop = [0], threading.Event()
+
+    def count() -> None:
+        while not stop.is_set():
+            ticks[0] += 1
+            time.sleep(0.001)
+
+    counter = threading.Thread(target=count)
+    counter.start()
+    try:
+        start = time.perf_counter()
+        torch.testing.assert_close(compiled(x), eager_outputs(model, (x,)))
+        elapsed = time.perf_counter() - start
+    finally:
+        stop.set()
+        counter.join()
+    assert compiled.last_report.read_us / 1e6 > 0.2  # the call mostly waited for reads
+    assert ticks[0] > 0.3 * elapsed / 0.001, "the counting thread was starved: a read held the GIL"
