@@ -59,8 +59,11 @@ def choose_read_mode(path: str, streamed_bytes: int, depth: int | None) -> ReadM
     key = (os.stat(path).st_dev, 0)
     if key not in _CHOSEN:
         best = _core.measure_read_modes(path, CALIBRATION_BYTES, READ_CANDIDATES).best
+        # O_DIRECT is taken as "auto": it applies to a read whose destination and file offset
+        # agree modulo 4096, and a tensor's often do not, so those go through the page cache.
+        mode = "auto" if best.mode == "direct" else best.mode
         _CHOSEN[key] = ReadMode(
-            best.mode, best.threads, best.request_bytes, best.gigabytes_per_second, "fastest of 6 measured"
+            mode, best.threads, best.request_bytes, best.gigabytes_per_second, f"fastest of 6 measured: {best.mode}"
         )
     return _CHOSEN[key]
 
