@@ -14,6 +14,7 @@
 
 #include "bindings.h"
 #include "repr_text.h"
+#include "tt/common/crc32c.h"
 #include "tt/common/sha256.h"
 #include "tt/storage/io_engine.h"
 #include "tt/storage/read_modes.h"
@@ -122,6 +123,13 @@ void bind_io(nb::module_& m) {
     nb::gil_scoped_release release;  // `data` is immutable and referenced for the whole call
     return digest_to_hex(sha256(bytes, size));
   }, "data"_a, "Lower-case hex SHA-256 of bytes, as hashlib.sha256(data).hexdigest().");
+
+  m.def("crc32c", [](nb::ndarray<const std::uint8_t, nb::ndim<1>, nb::c_contig, nb::device::cpu> data) {
+    const auto* bytes = data.data();
+    const std::size_t size = data.size();
+    nb::gil_scoped_release release;  // the array is referenced for the whole call
+    return crc32c(bytes, size);
+  }, "data"_a, "CRC-32C of a contiguous uint8 array (a torch tensor or numpy array viewed as bytes).");
 
   m.def("measure_read_modes",
         [](const std::string& path, std::uint64_t bytes_to_read,

@@ -115,3 +115,8 @@ def test_measure_read_modes_reports_each_candidate(data_file):
     assert measurement.results[0].measured and measurement.results[0].gigabytes_per_second > 0
     assert measurement.results[1].measured or measurement.results[1].skipped_reason
     assert measurement.best.measured and measurement.bytes == (5 * CHUNK + 1234) // 4096 * 4096
+
+
+def test_crc32c_of_a_tensor_matches_the_standard_check_value():
+    check = torch.frombuffer(bytearray(b"123456789"), dtype=torch.uint8)
+    assert _core.crc32c(check) == 0xE3069283

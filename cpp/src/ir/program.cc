@@ -88,13 +88,9 @@ void check_buffer(const ProgramSpec& spec, const Buffer& buffer) {
     reject(who + ": a disk buffer is a file range (file >= 0) or a transient spill");
   }
   if (buffer.lifetime == BufferLifetime::Input && on_disk) reject(who + ": an input cannot live on a disk tier");
-  if (!buffer.sha256.empty()) {
-    const bool hex = buffer.sha256.size() == 64 &&
-                     buffer.sha256.find_first_not_of("0123456789abcdef") == std::string::npos;
-    if (buffer.file < 0 || !hex) {
-      reject(who + ": sha256 is the digest of a file range, 64 lowercase hex digits; got '" + buffer.sha256 + "'" +
-             (buffer.file < 0 ? " on a buffer that is not a file range" : ""));
-    }
+  if (buffer.crc32c != -1 && (buffer.file < 0 || buffer.crc32c < 0 || buffer.crc32c > 0xFFFFFFFFll)) {
+    reject(who + ": crc32c is the checksum of a file range, a 32-bit value or -1; got " +
+           std::to_string(buffer.crc32c) + (buffer.file < 0 ? " on a buffer that is not a file range" : ""));
   }
 }
 

@@ -76,7 +76,8 @@ DataPlane::DataPlane(std::shared_ptr<const Program> program, std::shared_ptr<IoE
     pools_.push_back(std::make_unique<HostArenaPool>(in_memory ? plan.owned_bytes[tier] - plan.owned_resident_bytes[tier] : 0));
   }
   for (const Buffer& buffer : program_->buffers()) {
-    range_digests_.push_back(buffer.sha256.empty() ? std::nullopt : std::optional(hex_to_digest(buffer.sha256)));
+    range_crc32c_.push_back(buffer.crc32c < 0 ? std::nullopt
+                                              : std::optional(static_cast<std::uint32_t>(buffer.crc32c)));
   }
   for (const FileSpec& file : program_->files()) {
     if (file.chunk_bytes == 0) {
@@ -151,7 +152,7 @@ void DataPlane::start(const std::shared_ptr<CallMemory>& memory, const ComputeKe
       request.length = static_cast<std::uint64_t>(range.bytes);
       request.destination = memory->address(to);
       request.digests = digests_[range.file];
-      request.range_digest = range_digests_[from];
+      request.range_crc32c = range_crc32c_[from];
       // Completes on an I/O thread; no executor thread waits for it.
       io_->submit(std::move(request), [done](std::exception_ptr failure) { done(std::move(failure)); });
       return;

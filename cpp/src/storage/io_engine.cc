@@ -7,6 +7,7 @@
 #include <cstring>
 #include <limits>
 
+#include "tt/common/crc32c.h"
 #include "tt/common/error.h"
 
 namespace tt {
@@ -248,11 +249,11 @@ void IoEngine::finish(const Finished& done) {
   if (request.buffered >= 0) backend_->close(request.buffered);
   if (request.direct >= 0) backend_->close(request.direct);
   request.buffered = request.direct = -1;
-  if (!request.error && request.read.range_digest &&
-      sha256(request.read.destination, request.read.length) != *request.read.range_digest) {
+  if (!request.error && request.read.range_crc32c &&
+      crc32c(request.read.destination, request.read.length) != *request.read.range_crc32c) {
     request.error = std::make_exception_ptr(Error(
         ErrorCode::DataCorruption, request.read.path + ": bytes [" + std::to_string(request.read.offset) + ", " +
-                                       std::to_string(request.end()) + ") fail their sha256 digest"));
+                                       std::to_string(request.end()) + ") fail their crc32c checksum"));
   }
   requests_.fetch_add(1, std::memory_order_relaxed);
   if (request.error) failed_requests_.fetch_add(1, std::memory_order_relaxed);

@@ -140,15 +140,15 @@ TEST(ProgramTest, RejectsMalformedBuffersTiersAndQueues) {
   EXPECT_CONTAINS(rejection(digests.spec), "one digest per chunk (2), got 0 digests");
 }
 
-TEST(ProgramTest, AFileRangesDigestMustBeHexOnAFileRange) {
+TEST(ProgramTest, AFileRangesChecksumIsA32BitValueOnAFileRange) {
   auto good = streamed_layer();
-  good.spec.buffers[0].sha256 = std::string(64, 'a');
+  good.spec.buffers[0].crc32c = 0xFFFFFFFFll;
   Program program(good.spec);
-  auto short_digest = streamed_layer();
-  short_digest.spec.buffers[0].sha256 = "abc";
-  EXPECT_CONTAINS(rejection(short_digest.spec), "sha256 is the digest of a file range, 64 lowercase hex digits; got 'abc'");
+  auto too_wide = streamed_layer();
+  too_wide.spec.buffers[0].crc32c = 1ll << 32;
+  EXPECT_CONTAINS(rejection(too_wide.spec), "crc32c is the checksum of a file range, a 32-bit value or -1; got 4294967296");
   auto not_a_range = streamed_layer();
-  not_a_range.spec.buffers[1].sha256 = std::string(64, 'a');
+  not_a_range.spec.buffers[1].crc32c = 7;
   EXPECT_CONTAINS(rejection(not_a_range.spec), "on a buffer that is not a file range");
 }
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "io_test_support.h"
+#include "tt/common/crc32c.h"
 #include "tt/common/error.h"
 #include "tt/common/os_resources.h"
 #include "tt/storage/read_modes.h"
@@ -392,22 +393,22 @@ TEST(IoReadModesTest, MeasuresEachCandidateAndPicksTheBest) {
 namespace tt {
 namespace {
 
-TEST(IoEngineRangeDigestTest, ARangesOwnDigestIsCheckedWhateverTheChunkGrid) {
+TEST(IoEngineRangeChecksumTest, ARangesOwnChecksumIsCheckedWhateverTheChunkGrid) {
   TestFile file(1 << 20);
   IoEngine engine({.threads = 2, .queue_depth = 4, .chunk_bytes = 64 << 10, .mode = IoMode::Auto});
   const std::uint64_t offset = 1000, length = 300000;  // spans several pieces, aligned to nothing
   std::vector<std::uint8_t> out(length);
   ReadRequest request{.path = file.path(), .offset = offset, .length = length, .destination = out.data(), .digests = {}};
-  request.range_digest = sha256(file.bytes.data() + offset, length);
-  engine.read(request);  // the right digest passes
+  request.range_crc32c = crc32c(file.bytes.data() + offset, length);
+  engine.read(request);  // the right checksum passes
   EXPECT_EQ(0, std::memcmp(out.data(), file.bytes.data() + offset, length));
-  (*request.range_digest)[0] ^= 1;
+  *request.range_crc32c ^= 1u;
   try {
     engine.read(request);
-    FAIL() << "a wrong range digest was accepted";
+    FAIL() << "a wrong range checksum was accepted";
   } catch (const Error& error) {
     EXPECT_EQ(error.code(), ErrorCode::DataCorruption);
-    EXPECT_NE(std::string(error.what()).find("bytes [1000, 301000) fail their sha256 digest"), std::string::npos)
+    EXPECT_NE(std::string(error.what()).find("bytes [1000, 301000) fail their crc32c checksum"), std::string::npos)
         << error.what();
   }
 }

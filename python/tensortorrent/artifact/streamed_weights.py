@@ -92,7 +92,7 @@ def weights_file(path: str, header, entries: list[dict], program, record: dict[s
             nbytes=entry.end - entry.begin,
             dtype=SAFETENSORS_DTYPES[entry.dtype],
             shape=tuple(entry.shape),
-            sha256=str(table.get("sha256", "")),
+            crc32c=int(table.get("crc32c", -1)),
         )
     return WeightsFile(
         path=os.path.abspath(path),

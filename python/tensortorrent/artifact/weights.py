@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import json
 import struct
 from typing import Any
 
 import torch
 
+from .. import _core
 from ..capture.program import BoundTensor
 from ..errors import ArtifactError, UnsupportedError
 
@@ -51,7 +51,7 @@ def save_weights(bound: list[BoundTensor], path: str) -> list[dict[str, Any]]:
                 "kind": tensor.kind,
                 "requires_grad": bool(tensor.tensor.requires_grad),
                 # Checked by every load of this tensor alone when it streams from disk.
-                "sha256": tensor_sha256(value),
+                "crc32c": tensor_crc32c(value),
             }
         )
     write_safetensors(tensors, path)
@@ -93,11 +93,11 @@ def write_safetensors(tensors: dict[str, torch.Tensor], path: str) -> None:
                 handle.write((ctypes.c_char * _nbytes(value)).from_address(value.data_ptr()))
 
 
-def tensor_sha256(tensor: torch.Tensor) -> str:
-    """The sha256 (hex) of a contiguous CPU tensor's bytes, read in place."""
-    nbytes = _nbytes(tensor)
-    data = (ctypes.c_char * nbytes).from_address(tensor.data_ptr()) if nbytes else b""
-    return hashlib.sha256(data).hexdigest()
+def tensor_crc32c(tensor: torch.Tensor) -> int:
+    """The CRC-32C of a contiguous CPU tensor's bytes, read in place."""
+    if not _nbytes(tensor):
+        return 0
+    return _core.crc32c(tensor.reshape(-1).view(torch.uint8))
 
 
 def _nbytes(tensor: torch.Tensor) -> int:

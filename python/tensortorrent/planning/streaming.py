@@ -36,7 +36,7 @@ class WeightRange:
     nbytes: int
     dtype: torch.dtype
     shape: tuple[int, ...]
-    sha256: str = ""  # the range's own digest, checked by every load of it; "": none recorded
+    crc32c: int = -1  # the range's own checksum, checked by every load of it; -1: none recorded
 
 
 @dataclass(frozen=True)
@@ -265,7 +265,7 @@ class _Builder:
                     f"weight {slot} on disk",
                     file=0,
                     file_offset=place.offset,
-                    sha256=place.sha256,
+                    crc32c=place.crc32c,
                 )
                 target = self.buffer(RAM, place.nbytes, LIFE.Transient, f"{self.names[region]} weight {slot}")
                 self.loads[region].append(

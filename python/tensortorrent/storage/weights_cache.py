@@ -17,7 +17,7 @@ import uuid
 from dataclasses import dataclass
 
 from ..artifact.integrity import digest_file
-from ..artifact.weights import tensor_sha256, write_safetensors
+from ..artifact.weights import tensor_crc32c, write_safetensors
 from ..capture.program import BoundTensor
 from ..errors import MemoryCapacityError
 from ..files import write_text_atomically
@@ -68,7 +68,7 @@ def cache_weights(bound: list[BoundTensor], directory: str, disk_budget: int) ->
         tensors = {t.names[0]: t.tensor.detach().contiguous() for t in bound}
         write_safetensors(tensors, staging)
         record = digest_file(staging)
-        record["tensor_sha256"] = {name: tensor_sha256(tensor) for name, tensor in tensors.items()}
+        record["tensor_crc32c"] = {name: tensor_crc32c(tensor) for name, tensor in tensors.items()}
         with open(staging, "rb+") as handle:
             os.fsync(handle.fileno())
         write_text_atomically(sidecar, json.dumps(record))

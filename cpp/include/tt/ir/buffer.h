@@ -76,9 +76,9 @@ struct Buffer {
   // used in place), not arena memory: planned and counted like any buffer, so budgets
   // hold, but never allocated by the core.
   bool torch_owned = false;
-  // A file range's own digest (lowercase hex sha256), which every load of it checks;
-  // empty: only the file's chunk digests are checked.
-  std::string sha256;
+  // A file range's own CRC-32C, which every load of it checks (cheap enough for every
+  // byte read); -1: only the file's chunk digests are checked.
+  std::int64_t crc32c = -1;
 };
 
 }  // namespace tt

@@ -99,7 +99,7 @@ class DataPlane {
   std::vector<std::shared_ptr<HostArena>> resident_;
   std::vector<std::unique_ptr<HostArenaPool>> pools_;
   std::vector<std::shared_ptr<const FileDigests>> digests_;  // per file, null without digests
-  std::vector<std::optional<Sha256Digest>> range_digests_;   // per buffer: a file range's own digest
+  std::vector<std::optional<std::uint32_t>> range_crc32c_;   // per buffer: a file range's own checksum
 };
 
 }  // namespace tt

@@ -69,9 +69,9 @@ struct ReadRequest {
   // chunk the request covers whole is checked; a chunk covered only in part is left unchecked (a
   // caller wanting every byte checked aligns its reads to the grid).
   std::shared_ptr<const FileDigests> digests;
-  // The digest of the whole range, checked once every piece has arrived (a load of one
+  // The CRC-32C of the whole range, checked once every piece has arrived (a load of one
   // tensor checks its own bytes, whatever the chunk grid); absent: not checked.
-  std::optional<Sha256Digest> range_digest = std::nullopt;
+  std::optional<std::uint32_t> range_crc32c = std::nullopt;
 };
 
 // Shared between a caller and its requests: set to true to cancel them. Checked before each piece.
