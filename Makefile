@@ -91,6 +91,7 @@ bench: $(VENV)/.built
 	$(PY) bench/overhead.py
 	$(PY) bench/artifact_load.py
 	$(PY) bench/planner.py
+	$(PY) bench/streaming.py
 
 clean:
 	rm -rf build $(VENV)
