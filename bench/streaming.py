@@ -182,6 +182,8 @@ def bench_stream(directory: str, width: int, layers: int, runs: int, best_gbps: 
         "peak_ram_bytes": max(peaks),
         "max_abs_error": float((got - expected).abs().max()),
         "prefetch_distance": streamed._plane.plan.prefetch,
+        "predicted_s": streamed._plane.predicted_s(),
+        "measured_over_predicted": statistics.median(ours) / streamed._plane.predicted_s(),
     }
 
 
@@ -217,7 +219,8 @@ def main() -> None:
     print(
         f"stream: {stream['streamed_s']['median'] * 1e3:.1f} ms per forward vs bound {stream['bound_s'] * 1e3:.1f} ms "
         f"-> {stream['streamed_over_bound']:.2f}x; eager in RAM {stream['eager_in_ram_s']['median'] * 1e3:.1f} ms; "
-        f"read {stream['bytes_read_per_forward'] / 2**20:.0f} MiB, overlap {stream['read_overlap_fraction']:.0%}"
+        f"read {stream['bytes_read_per_forward'] / 2**20:.0f} MiB, overlap {stream['read_overlap_fraction']:.0%}; "
+        f"predicted {stream['predicted_s'] * 1e3:.1f} ms (measured/predicted {stream['measured_over_predicted']:.2f})"
     )
     print(f"executor overhead: {results['executor_overhead_per_region_us']:.2f} us per region (before: 3.5 us)")
     paths = write_results("streaming", results, started, args.out)

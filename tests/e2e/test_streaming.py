@@ -54,8 +54,11 @@ def test_an_mlp_streams_under_budgets_and_matches_eager(mlp_artifact, fraction, 
     assert sum(r.bytes for r in report.records if r.kind == "load") == report.bytes_read
     assert compiled.last_peak_bytes["ram"] <= budget
     assert not compiled.uses_direct_path
+    loads = [r for r in report.records if r.kind == "load"]
+    assert all(0 <= r.predicted_start_us <= r.predicted_end_us for r in loads), "loads carry the simulator's times"
     text = compiled.explain()
     assert f"prefetch distance: {prefetch}" in text and "read on every call" in text and "streamed per call" in text
+    assert "predicted per call" in text
 
 
 def test_measured_peak_equals_the_simulated_peak(mlp_artifact):

@@ -17,6 +17,6 @@ def test_the_read_mode_is_measured_once_per_device_and_an_explicit_depth_wins(tm
     assert chosen.measured_gbps > 0 and "GB/s measured" in chosen.describe()
     assert streamed_weights.choose_read_mode(str(path), 1 << 30, None) is chosen  # not measured again
     fixed = streamed_weights.choose_read_mode(str(path), 1 << 30, depth=3)
-    assert fixed.threads == 3 and fixed.measured_gbps is None
+    assert fixed.threads == 3 and fixed.mode == "auto" and fixed.measured_gbps > 0  # measured for the simulator
     small = streamed_weights.choose_read_mode(str(path), streamed_bytes=1 << 20, depth=None)
-    assert small.measured_gbps is None and "too little" in small.reason
+    assert small.threads == 4 and "too little" in small.reason

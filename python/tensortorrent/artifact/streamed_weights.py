@@ -17,7 +17,8 @@ import torch
 
 from .. import _core
 from ..errors import DataCorruptionError, MemoryCapacityError
-from ..planning.streaming import WeightRange, WeightsFile, plan_streaming
+from ..planning.costs import gemm_flops_per_s, region_costs
+from ..planning.streaming import WeightRange, WeightsFile, plan_streaming, simulate_plan, with_predictions
 from ..runtime.plane_program import PlaneProgram
 from ..runtime.program_runner import ProgramRunner
 from ..storage.weights_cache import cache_directory, cache_weights
@@ -45,27 +46,32 @@ class ReadMode:
         return f"{self.mode}, {self.threads} thread(s), {self.request_bytes >> 20} MiB reads ({self.reason}{speed})"
 
 
-_CHOSEN: dict[tuple[int, int], ReadMode] = {}  # (st_dev, depth asked) -> the mode measured on that device
+_CHOSEN: dict[int, ReadMode] = {}  # st_dev -> the mode measured on that device
 
 
 def choose_read_mode(path: str, streamed_bytes: int, depth: int | None) -> ReadMode:
-    """The fastest way to read `path`'s device, measured once per device and process when
-    the plan streams enough to matter: buffered and O_DIRECT at 2, 4 and 8 threads, page
-    cache dropped before each. An explicit `depth` fixes the thread count."""
-    if depth is not None:
-        return ReadMode("auto", depth, 16 << 20, None, "CompileConfig.io_queue_depth")
-    if streamed_bytes < 4 * CALIBRATION_BYTES or os.path.getsize(path) < CALIBRATION_BYTES:
-        return ReadMode("auto", 4, 16 << 20, None, "too little streams per call to be worth measuring")
-    key = (os.stat(path).st_dev, 0)
-    if key not in _CHOSEN:
-        best = _core.measure_read_modes(path, CALIBRATION_BYTES, READ_CANDIDATES).best
-        # O_DIRECT is taken as "auto": it applies to a read whose destination and file offset
-        # agree modulo 4096, and a tensor's often do not, so those go through the page cache.
-        mode = "auto" if best.mode == "direct" else best.mode
-        _CHOSEN[key] = ReadMode(
-            mode, best.threads, best.request_bytes, best.gigabytes_per_second, f"fastest of 6 measured: {best.mode}"
-        )
-    return _CHOSEN[key]
+    """How to read `path`, with its measured speed: the fastest of buffered and O_DIRECT at
+    2, 4 and 8 threads (page cache dropped before each), measured once per device and
+    process when the plan streams enough to matter; else, or with an explicit `depth`,
+    one quick measurement of the mode used, for the simulator."""
+    if depth is None and streamed_bytes >= 4 * CALIBRATION_BYTES and os.path.getsize(path) >= CALIBRATION_BYTES:
+        key = os.stat(path).st_dev
+        if key not in _CHOSEN:
+            best = _core.measure_read_modes(path, CALIBRATION_BYTES, READ_CANDIDATES).best
+            # O_DIRECT is taken as "auto": it applies to a read whose destination and file
+            # offset agree modulo 4096, and a tensor's often do not (those use the page cache).
+            mode = "auto" if best.mode == "direct" else best.mode
+            _CHOSEN[key] = ReadMode(
+                mode, best.threads, best.request_bytes, best.gigabytes_per_second, f"fastest of 6 measured: {best.mode}"
+            )
+        return _CHOSEN[key]
+    threads = depth if depth is not None else 4
+    reason = "CompileConfig.io_queue_depth" if depth is not None else "too little streams per call to compare modes"
+    sample = min(os.path.getsize(path) // 4096 * 4096, 16 << 20)
+    speed = None
+    if sample:
+        speed = _core.measure_read_modes(path, sample, [("auto", threads, 16 << 20)]).best.gigabytes_per_second
+    return ReadMode("auto", threads, 16 << 20, speed, reason)
 
 
 def meta_tensors(path: str) -> tuple[_core.SafetensorsHeader, dict[str, torch.Tensor]]:
@@ -133,16 +139,26 @@ def stream_weights(program, regions, weights: WeightsFile, config, cpu_slots: in
     # How to read is measured first: its reads in flight are the program's I/O queue depth.
     total = sum(place.nbytes for place in weights.ranges.values())
     reads = choose_read_mode(weights.path, total - config.ram_budget_bytes, config.io_queue_depth)
-    distances = [config.prefetch_distance] if config.prefetch_distance is not None else [1, 0]
-    plan, failure = None, None
+    # The prefetch distance whose program the simulator finds fastest (regions at their
+    # FLOPs over a measured GEMM rate, loads at the measured read speed), among those that fit.
+    region_seconds = [cost.flops / gemm_flops_per_s() for cost in region_costs(regions)]
+    bandwidth = (reads.measured_gbps or 1.0) * 1e9
+    distances = [config.prefetch_distance] if config.prefetch_distance is not None else [0, 1, 2]
+    best, failure = None, None
     for distance in distances:
         try:
-            plan = plan_streaming(runner, names, weights, config.ram_budget_bytes, distance, cpu_slots, reads.threads)
-            break
+            candidate = plan_streaming(
+                runner, names, weights, config.ram_budget_bytes, distance, cpu_slots, reads.threads
+            )
         except MemoryCapacityError as error:
             failure = error
-    if plan is None:
+            continue
+        simulated = simulate_plan(candidate, region_seconds, bandwidth)
+        if best is None or simulated.makespan_s < best[1].makespan_s:
+            best = (candidate, simulated)
+    if best is None:
         raise failure
+    plan = with_predictions(best[0], runner, weights, best[1], cpu_slots)
     if verify:
         verify_weights(weights)
     io = _core.IoEngine(

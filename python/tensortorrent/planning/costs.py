@@ -85,3 +85,21 @@ def measure_cpu_seconds(runner, flat_inputs: list[Any], repeats: int = 3) -> lis
                 if attempt:  # the first pass warms caches and allocators
                     samples[index].append(time.perf_counter() - start)
     return [statistics.median(times) for times in samples]
+
+
+_GEMM_RATE: list[float] = []  # measured once per process
+
+
+def gemm_flops_per_s() -> float:
+    """This CPU's fp32 matrix-product rate, measured once per process (a 512 x 512 x 512
+    product, best of five): the roofline for regions that cannot be timed on real weights."""
+    if not _GEMM_RATE:
+        a, b = torch.randn(512, 512), torch.randn(512, 512)
+        torch.mm(a, b)  # warm-up
+        best = math.inf
+        for _ in range(5):
+            start = time.perf_counter()
+            torch.mm(a, b)
+            best = min(best, time.perf_counter() - start)
+        _GEMM_RATE.append(2 * 512**3 / best)
+    return _GEMM_RATE[0]

@@ -119,13 +119,17 @@ def build_streaming_program(
     cpu_slots: int,
     io_depth: int,
     predicted: dict[int, tuple[float, float]] | None = None,
+    times: Sequence[tuple[float, float]] | None = None,
 ) -> StreamingPlan:
     """The program that streams the weights of the regions in `streamed` from `weights`;
     with `weights` None, every weight stays where it is (the model's own tensors, counted
     as torch-owned residents) and nothing streams. `predicted` gives regions' predicted
-    (start, end) in microseconds. Raises MemoryCapacityError (from the core) when the RAM
-    the program needs exceeds `budget_bytes`."""
-    builder = _Builder(runner, names, weights, streamed if weights is not None else set(), prefetch, predicted or {})
+    (start, end) in microseconds, `times` every instruction's (a simulation of this same
+    program). Raises MemoryCapacityError (from the core) when the RAM the program needs
+    exceeds `budget_bytes`."""
+    builder = _Builder(
+        runner, names, weights, streamed if weights is not None else set(), prefetch, predicted or {}, times
+    )
     builder.run()
     tiers = [_core.Tier("ram", _core.TierKind.Host, budget_bytes), _core.Tier("disk", _core.TierKind.Disk)]
     queues = [_core.Queue("cpu", _core.QueueKind.Compute, cpu_slots), _core.Queue("io", _core.QueueKind.Io, io_depth)]
@@ -148,11 +152,9 @@ def build_streaming_program(
 
 
 class _Builder:
-    def __init__(
-        self, runner, names, weights: WeightsFile | None, streamed: set[int], prefetch: int, predicted
-    ) -> None:
+    def __init__(self, runner, names, weights, streamed: set[int], prefetch: int, predicted, times) -> None:
         self.runner, self.names, self.weights, self.prefetch = runner, names, weights, prefetch
-        self.predicted = predicted
+        self.predicted, self.times = predicted, times
         self.own = streamable_regions(runner)
         self.streamed_regions = [r for r in range(len(runner.kernels)) if r in streamed and r in self.own]
         self.buffers: list[_core.Buffer] = []
@@ -172,7 +174,10 @@ class _Builder:
 
     def emit(self, kind, queue: int, reads, writes, deps, label: str, region: int = -1) -> int:
         ident = len(self.instructions)
-        start, end = self.predicted.get(region, (-1.0, -1.0)) if kind == K.Compute else (-1.0, -1.0)
+        if self.times is not None:
+            start, end = self.times[ident]
+        else:
+            start, end = self.predicted.get(region, (-1.0, -1.0)) if kind == K.Compute else (-1.0, -1.0)
         self.instructions.append(
             _core.Instruction(
                 ident,
@@ -314,4 +319,31 @@ def in_memory_plan(runner, regions, plan, budget_bytes: int | None) -> Streaming
         plan.max_concurrent,
         1,
         predicted,
+    )
+
+
+def simulate_plan(plan: StreamingPlan, region_seconds: Sequence[float], read_bytes_per_s: float):
+    """The simulator's run of the plan's program: regions take `region_seconds`, loads
+    their bytes at `read_bytes_per_s`, frees no time."""
+    instructions = plan.program.schedule.instructions
+    seconds = [
+        region_seconds[i.region] if i.kind == K.Compute else (-1.0 if i.kind == K.Load else 0.0) for i in instructions
+    ]
+    return _core.simulate_program(plan.program, seconds, queue_bytes_per_s=[0.0, read_bytes_per_s])
+
+
+def with_predictions(plan: StreamingPlan, runner, weights: WeightsFile, simulated, cpu_slots: int) -> StreamingPlan:
+    """The same program, its instructions carrying the simulated start and end times."""
+    times = [(start * 1e6, end * 1e6) for start, end in zip(simulated.start_s, simulated.end_s)]
+    streamed = set(plan.streamed)
+    return build_streaming_program(
+        runner,
+        plan.region_names,
+        weights,
+        streamed,
+        plan.budget_bytes,
+        plan.prefetch,
+        cpu_slots,
+        plan.program.queues[1].capacity,
+        times=times,
     )

@@ -44,6 +44,10 @@ class PlaneProgram:
             self.resident_tensors = self._load_residents()
             runner.rebind(self.bound_values())
 
+    def predicted_s(self) -> float:
+        """The simulated duration of one call (0 when the program carries no predictions)."""
+        return max((i.predicted_end_us for i in self.plan.program.schedule.instructions), default=0.0) / 1e6
+
     @property
     def streams(self) -> bool:
         return self.weights is not None
@@ -76,7 +80,10 @@ class PlaneProgram:
         lines = [
             f"Weights streamed from disk (ram_budget_bytes={plan.budget_bytes}, {format_bytes(plan.budget_bytes)})",
             f"  file: {self.weights.path}",
-            f"  prefetch distance: {plan.prefetch}; loads in flight: {program.queues[1].capacity}; reads: {self.reads}",
+            f"  prefetch distance: {plan.prefetch} (the fastest of those that fit, as simulated); "
+            f"loads in flight: {program.queues[1].capacity}; reads: {self.reads}",
+            f"  predicted per call: {self.predicted_s() * 1e3:.2f} ms (the simulator, regions at their FLOPs over "
+            "a measured GEMM rate, loads at the measured read speed)",
             f"  resident: {len(plan.resident)} tensor(s), {format_bytes(resident)}, loaded once into the core's arena",
             f"  streamed: {sum(len(w) for w in plan.streamed.values())} tensor(s) of {len(plan.streamed)} region(s), "
             f"{format_bytes(plan.streamed_bytes)} read on every call",
