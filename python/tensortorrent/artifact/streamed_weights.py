@@ -17,7 +17,7 @@ import torch
 
 from .. import _core
 from ..errors import DataCorruptionError, MemoryCapacityError
-from ..planning.costs import gemm_flops_per_s, region_costs
+from ..planning.costs import region_costs, roofline_seconds
 from ..planning.streaming import WeightRange, WeightsFile, plan_streaming, simulate_plan, with_predictions
 from ..runtime.plane_program import PlaneProgram
 from ..runtime.program_runner import ProgramRunner
@@ -139,26 +139,25 @@ def stream_weights(program, regions, weights: WeightsFile, config, cpu_slots: in
     # How to read is measured first: its reads in flight are the program's I/O queue depth.
     total = sum(place.nbytes for place in weights.ranges.values())
     reads = choose_read_mode(weights.path, total - config.ram_budget_bytes, config.io_queue_depth)
-    # The prefetch distance whose program the simulator finds fastest (regions at their
-    # FLOPs over a measured GEMM rate, loads at the measured read speed), among those that fit.
-    region_seconds = [cost.flops / gemm_flops_per_s() for cost in region_costs(regions)]
-    bandwidth = (reads.measured_gbps or 1.0) * 1e9
-    distances = [config.prefetch_distance] if config.prefetch_distance is not None else [0, 1, 2]
+    # The largest prefetch distance that fits: on the disks measured here, more reads in
+    # flight beat keeping a little more resident (bench/streaming.py). The simulator then
+    # predicts the chosen program: regions at their roofline (a measured GEMM rate and
+    # memory bandwidth), the disk as one shared resource reading one load at a time at its
+    # measured bandwidth (the program that runs keeps several in flight).
+    distances = [config.prefetch_distance] if config.prefetch_distance is not None else [2, 1, 0]
     best, failure = None, None
     for distance in distances:
         try:
-            candidate = plan_streaming(
-                runner, names, weights, config.ram_budget_bytes, distance, cpu_slots, reads.threads
-            )
+            candidate = plan_streaming(runner, names, weights, config.ram_budget_bytes, distance, cpu_slots, 1)
         except MemoryCapacityError as error:
             failure = error
             continue
-        simulated = simulate_plan(candidate, region_seconds, bandwidth)
-        if best is None or simulated.makespan_s < best[1].makespan_s:
-            best = (candidate, simulated)
+        region_seconds = [roofline_seconds(r, cost) for r, cost in zip(regions, region_costs(regions))]
+        best = (candidate, simulate_plan(candidate, region_seconds, (reads.measured_gbps or 1.0) * 1e9))
+        break
     if best is None:
         raise failure
-    plan = with_predictions(best[0], runner, weights, best[1], cpu_slots)
+    plan = with_predictions(best[0], runner, weights, best[1], cpu_slots, reads.threads)
     if verify:
         verify_weights(weights)
     io = _core.IoEngine(

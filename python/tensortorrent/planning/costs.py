@@ -88,6 +88,7 @@ def measure_cpu_seconds(runner, flat_inputs: list[Any], repeats: int = 3) -> lis
 
 
 _GEMM_RATE: list[float] = []  # measured once per process
+_MEMORY_RATE: list[float] = []
 
 
 def gemm_flops_per_s() -> float:
@@ -103,3 +104,26 @@ def gemm_flops_per_s() -> float:
             best = min(best, time.perf_counter() - start)
         _GEMM_RATE.append(2 * 512**3 / best)
     return _GEMM_RATE[0]
+
+
+def memory_bytes_per_s() -> float:
+    """This host's memory bandwidth as torch sees it, measured once per process (copying
+    64 MiB, best of three: bytes read plus bytes written)."""
+    if not _MEMORY_RATE:
+        source = torch.ones(16 << 20)  # 64 MiB of float32
+        target = torch.empty_like(source)
+        target.copy_(source)  # warm-up: pages faulted in
+        best = math.inf
+        for _ in range(3):
+            start = time.perf_counter()
+            target.copy_(source)
+            best = min(best, time.perf_counter() - start)
+        _MEMORY_RATE.append(2 * source.numel() * source.element_size() / best)
+    return _MEMORY_RATE[0]
+
+
+def roofline_seconds(region: Region, cost: RegionCost) -> float:
+    """A region's time without running it: its FLOPs at the measured GEMM rate, or the
+    bytes it must touch (its parameters and outputs) at the measured memory bandwidth,
+    whichever is longer."""
+    return max(cost.flops / gemm_flops_per_s(), (region.parameter_bytes + cost.output_bytes) / memory_bytes_per_s())

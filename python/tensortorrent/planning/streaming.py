@@ -332,8 +332,11 @@ def simulate_plan(plan: StreamingPlan, region_seconds: Sequence[float], read_byt
     return _core.simulate_program(plan.program, seconds, queue_bytes_per_s=[0.0, read_bytes_per_s])
 
 
-def with_predictions(plan: StreamingPlan, runner, weights: WeightsFile, simulated, cpu_slots: int) -> StreamingPlan:
-    """The same program, its instructions carrying the simulated start and end times."""
+def with_predictions(
+    plan: StreamingPlan, runner, weights: WeightsFile, simulated, cpu_slots: int, io_depth: int
+) -> StreamingPlan:
+    """The same program with `io_depth` loads in flight, its instructions carrying the
+    simulated start and end times."""
     times = [(start * 1e6, end * 1e6) for start, end in zip(simulated.start_s, simulated.end_s)]
     streamed = set(plan.streamed)
     return build_streaming_program(
@@ -344,6 +347,6 @@ def with_predictions(plan: StreamingPlan, runner, weights: WeightsFile, simulate
         plan.budget_bytes,
         plan.prefetch,
         cpu_slots,
-        plan.program.queues[1].capacity,
+        io_depth,
         times=times,
     )

@@ -80,10 +80,10 @@ class PlaneProgram:
         lines = [
             f"Weights streamed from disk (ram_budget_bytes={plan.budget_bytes}, {format_bytes(plan.budget_bytes)})",
             f"  file: {self.weights.path}",
-            f"  prefetch distance: {plan.prefetch} (the fastest of those that fit, as simulated); "
+            f"  prefetch distance: {plan.prefetch} (the largest of 2, 1, 0 that fits, or as configured); "
             f"loads in flight: {program.queues[1].capacity}; reads: {self.reads}",
-            f"  predicted per call: {self.predicted_s() * 1e3:.2f} ms (the simulator, regions at their FLOPs over "
-            "a measured GEMM rate, loads at the measured read speed)",
+            f"  predicted per call: {self.predicted_s() * 1e3:.2f} ms (the simulator; regions at their roofline "
+            "from a measured GEMM rate and memory bandwidth, loads at the measured read speed)",
             f"  resident: {len(plan.resident)} tensor(s), {format_bytes(resident)}, loaded once into the core's arena",
             f"  streamed: {sum(len(w) for w in plan.streamed.values())} tensor(s) of {len(plan.streamed)} region(s), "
             f"{format_bytes(plan.streamed_bytes)} read on every call",
