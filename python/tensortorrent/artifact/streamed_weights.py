@@ -28,6 +28,7 @@ log = logging.getLogger(__name__)
 
 VERIFY_PIECE = 1 << 20  # bytes read at a time while verifying a whole file
 CALIBRATION_BYTES = 64 << 20  # read per candidate when choosing how to read a weights file
+QUICK_SAMPLE_BYTES = 4 << 20  # read once for a speed estimate where little streams (small: it counts in RSS)
 READ_CANDIDATES = [(mode, threads, 16 << 20) for mode in ("buffered", "direct") for threads in (2, 4, 8)]
 
 
@@ -67,10 +68,10 @@ def choose_read_mode(path: str, streamed_bytes: int, depth: int | None) -> ReadM
         return _CHOSEN[key]
     threads = depth if depth is not None else 4
     reason = "CompileConfig.io_queue_depth" if depth is not None else "too little streams per call to compare modes"
-    sample = min(os.path.getsize(path) // 4096 * 4096, 16 << 20)
+    sample = min(os.path.getsize(path) // 4096 * 4096, QUICK_SAMPLE_BYTES)
     speed = None
     if sample:
-        speed = _core.measure_read_modes(path, sample, [("auto", threads, 16 << 20)]).best.gigabytes_per_second
+        speed = _core.measure_read_modes(path, sample, [("auto", threads, 1 << 20)]).best.gigabytes_per_second
     return ReadMode("auto", threads, 16 << 20, speed, reason)
 
 
