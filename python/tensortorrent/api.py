@@ -28,13 +28,13 @@ from .planning.fit import check_fits, weight_bytes
 from .planning.machine import resolve_machine
 from .planning.placement import place
 from .planning.profile_cache import profiled_cpu_seconds
+from .planning.streaming import UNBOUNDED
 from .runtime import CompiledModule
 from .runtime.program_runner import ProgramRunner
 
 log = logging.getLogger(__name__)
 
 STAGES = ["export", "partition", "profile", "plan", "build"]
-UNBOUNDED = 1 << 62  # bytes: a capacity that never binds
 
 
 def compile(

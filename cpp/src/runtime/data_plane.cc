@@ -75,6 +75,17 @@ DataPlane::DataPlane(std::shared_ptr<const Program> program, std::shared_ptr<IoE
     resident_.push_back(in_memory ? std::make_shared<HostArena>(plan.owned_resident_bytes[tier]) : nullptr);
     pools_.push_back(std::make_unique<HostArenaPool>(in_memory ? plan.owned_bytes[tier] - plan.owned_resident_bytes[tier] : 0));
   }
+  for (const Queue& queue : program_->queues()) queue_capacities_.push_back(queue.capacity);
+  for (const Instruction& instruction : program_->schedule()->instructions()) {
+    // A Free runs the moment its last reader ends, on that thread: memory lives exactly as
+    // long as the simulator counts it.
+    immediate_.push_back(instruction.kind == InstructionKind::Free);
+    std::int64_t moved = 0;
+    if (instruction.kind != InstructionKind::Compute) {
+      for (std::int64_t id : instruction.writes) moved += program_->buffers()[program_->buffer_position(id)].bytes;
+    }
+    moved_bytes_.push_back(moved);
+  }
   for (const Buffer& buffer : program_->buffers()) {
     range_crc32c_.push_back(buffer.crc32c < 0 ? std::nullopt
                                               : std::optional(static_cast<std::uint32_t>(buffer.crc32c)));
@@ -180,14 +191,8 @@ void DataPlane::start(const std::shared_ptr<CallMemory>& memory, const ComputeKe
 }
 
 RunReport DataPlane::run(const std::shared_ptr<CallMemory>& memory, ComputeKernel compute, RunOptions options) {
-  options.queue_capacities.clear();
-  for (const Queue& queue : program_->queues()) options.queue_capacities.push_back(queue.capacity);
-  // A Free runs the moment its last reader ends, on that thread: memory lives exactly as
-  // long as the simulator counts it.
-  options.immediate.clear();
-  for (const Instruction& instruction : program_->schedule()->instructions()) {
-    options.immediate.push_back(instruction.kind == InstructionKind::Free);
-  }
+  options.queue_capacities = queue_capacities_;
+  options.immediate = immediate_;
   const Instruction* first = program_->schedule()->instructions().data();
   AsyncKernel kernel = [this, memory, compute = std::move(compute), first](const Instruction& instruction,
                                                                             Completion done) {
@@ -200,13 +205,7 @@ RunReport DataPlane::run(const std::shared_ptr<CallMemory>& memory, ComputeKerne
     memory->give_all();
     throw;
   }
-  const auto& instructions = program_->schedule()->instructions();
-  for (std::size_t i = 0; i < instructions.size(); ++i) {
-    for (std::int64_t id : instructions[i].writes) {
-      const InstructionKind kind = instructions[i].kind;
-      if (kind != InstructionKind::Compute) report.records[i].bytes += program_->buffers()[program_->buffer_position(id)].bytes;
-    }
-  }
+  for (std::size_t i = 0; i < moved_bytes_.size(); ++i) report.records[i].bytes = moved_bytes_[i];
   summarize_reads(report);
   return report;
 }

@@ -386,7 +386,7 @@ void Executor::execute(std::int32_t worker, Task task) {
 }
 
 RunReport Executor::run(std::shared_ptr<const Schedule> schedule, Kernel kernel, const RunOptions& options) {
-  validate(schedule, static_cast<bool>(kernel), options);
+  if (!kernel) throw Error(ErrorCode::InvalidArgument, "executor: kernel is empty");  // run_async checks the rest
   return run_async(
       std::move(schedule),
       [kernel = std::move(kernel)](const Instruction& instruction, Completion done) {

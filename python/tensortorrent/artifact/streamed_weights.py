@@ -7,7 +7,6 @@ into the core's arena and the rest stream on every call.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 from dataclasses import dataclass
@@ -22,11 +21,11 @@ from ..planning.streaming import WeightRange, WeightsFile, plan_streaming, simul
 from ..runtime.plane_program import PlaneProgram
 from ..runtime.program_runner import ProgramRunner
 from ..storage.weights_cache import cache_directory, cache_weights
+from .integrity import chunk_digests
 from .weights import SAFETENSORS_DTYPES
 
 log = logging.getLogger(__name__)
 
-VERIFY_PIECE = 1 << 20  # bytes read at a time while verifying a whole file
 CALIBRATION_BYTES = 64 << 20  # read per candidate when choosing how to read a weights file
 QUICK_SAMPLE_BYTES = 4 << 20  # read once for a speed estimate where little streams (small: it counts in RSS)
 READ_CANDIDATES = [(mode, threads, 16 << 20) for mode in ("buffered", "direct") for threads in (2, 4, 8)]
@@ -115,21 +114,14 @@ def verify_weights(weights: WeightsFile) -> None:
     it in memory at a time, so checking stays within any budget."""
     if not weights.chunk_bytes:
         return
-    piece = memoryview(bytearray(VERIFY_PIECE))
-    with open(weights.path, "rb", buffering=0) as handle:
-        for index, expected in enumerate(weights.chunk_sha256):
-            digest, left = hashlib.sha256(), min(weights.chunk_bytes, weights.size - index * weights.chunk_bytes)
-            while left > 0:
-                count = handle.readinto(piece[: min(left, VERIFY_PIECE)])
-                if not count:
-                    break
-                digest.update(piece[:count])
-                left -= count
-            if left > 0 or digest.hexdigest() != expected:
-                raise DataCorruptionError(
-                    f"{weights.path}: chunk {index} (bytes from {index * weights.chunk_bytes}) "
-                    f"{'is truncated' if left > 0 else 'fails its sha256 digest'}"
-                )
+    found = chunk_digests(weights.path, weights.chunk_bytes)
+    for index, expected in enumerate(weights.chunk_sha256):
+        got = next(found, None)
+        if got is None or got[1] != expected:
+            problem = "is truncated" if got is None else "fails its sha256 digest"
+            raise DataCorruptionError(
+                f"{weights.path}: chunk {index} (bytes from {index * weights.chunk_bytes}) {problem}"
+            )
 
 
 def stream_weights(program, regions, weights: WeightsFile, config, cpu_slots: int, verify: bool) -> PlaneProgram:

@@ -100,7 +100,7 @@ def plan_streaming(
             )
         except MemoryCapacityError as error:
             last = error
-    everything = build_streaming_program(runner, names, weights, streamed, 1 << 62, prefetch, cpu_slots, io_depth)
+    everything = build_streaming_program(runner, names, weights, streamed, UNBOUNDED, prefetch, cpu_slots, io_depth)
     needed = everything.program.memory_plan.arena_bytes[RAM]
     raise MemoryCapacityError(
         f"ram_budget_bytes={budget_bytes} ({format_bytes(budget_bytes)}) is below the smallest working set this "
@@ -167,6 +167,7 @@ class _Builder:
         self.producer: dict[int, int] = {}  # slot -> compute instruction id
         self.loads: dict[int, list[int]] = {}  # streamed region -> its load ids
         self.weight_free: dict[int, int] = {}  # streamed region -> the Free of its weights
+        self.reader_computes: dict[int, list[int]] = {}  # activation slot -> compute instructions reading it
 
     def buffer(self, tier: int, nbytes: int, lifetime, label: str, **extra) -> int:
         self.buffers.append(_core.Buffer(len(self.buffers), tier, nbytes, lifetime=lifetime, label=label, **extra))
@@ -234,6 +235,8 @@ class _Builder:
             self.region_of[compute] = region
             for slot in kernel.out_slots:
                 self.producer[slot] = compute
+            for slot in kernel.transient_in_slots:
+                self.reader_computes.setdefault(slot, []).append(compute)
             if region in self.streamed:
                 self.weight_free[region] = self.emit(
                     K.Free,
@@ -291,16 +294,10 @@ class _Builder:
             return
         readers = {self.producer[s] for s in done}
         for slot in done:
-            readers |= {self.region_compute(r) for r in self.readers_of(slot)}
+            readers.update(self.reader_computes.get(slot, ()))
         self.emit(
             K.Free, CPU_QUEUE, [self.slot_buffer[s] for s in done], [], readers, f"free {self.names[region]} inputs"
         )
-
-    def readers_of(self, slot: int) -> list[int]:
-        return [r for r, k in enumerate(self.runner.kernels) if slot in k.transient_in_slots]
-
-    def region_compute(self, region: int) -> int:
-        return next(i for i, r in self.region_of.items() if r == region)
 
 
 def in_memory_plan(runner, regions, plan, budget_bytes: int | None) -> StreamingPlan:

@@ -100,6 +100,10 @@ class DataPlane {
   std::vector<std::unique_ptr<HostArenaPool>> pools_;
   std::vector<std::shared_ptr<const FileDigests>> digests_;  // per file, null without digests
   std::vector<std::optional<std::uint32_t>> range_crc32c_;   // per buffer: a file range's own checksum
+  // Fixed per program, so computed once rather than on every call:
+  std::vector<std::int32_t> queue_capacities_;  // per queue
+  std::vector<bool> immediate_;                 // per position: a Free, run the moment its last reader ends
+  std::vector<std::int64_t> moved_bytes_;       // per position: bytes a load or copy writes
 };
 
 }  // namespace tt
