@@ -2,6 +2,7 @@
 #include "tt/ir/program.h"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 #include <unordered_set>
 
@@ -102,6 +103,9 @@ class OperandChecker {
 
   void check(const Instruction& instruction) const {
     const std::string who = instruction_name(instruction);
+    if (!std::isfinite(instruction.declared_us) || instruction.declared_us < 0) {
+      reject(who + ": declared_us must be finite and >= 0, got " + std::to_string(instruction.declared_us));
+    }
     if (instruction.queue < 0 || instruction.queue >= static_cast<std::int32_t>(spec_.queues.size())) {
       reject(who + ": unknown queue " + std::to_string(instruction.queue) + " (the program has " +
              std::to_string(spec_.queues.size()) + ")");

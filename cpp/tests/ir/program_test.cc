@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "program_builder.h"
 
 namespace tt {
@@ -150,6 +152,17 @@ TEST(ProgramTest, AFileRangesChecksumIsA32BitValueOnAFileRange) {
   auto not_a_range = streamed_layer();
   not_a_range.spec.buffers[1].crc32c = 7;
   EXPECT_CONTAINS(rejection(not_a_range.spec), "on a buffer that is not a file range");
+}
+
+TEST(ProgramTest, ADeclaredTimeIsFiniteAndNotNegative) {
+  auto declared = streamed_layer();
+  declared.spec.instructions[0].declared_us = 250.0;
+  EXPECT_EQ(Program(declared.spec).schedule()->instructions()[0].declared_us, 250.0);
+  for (double bad : {-1.0, std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity()}) {
+    auto b = streamed_layer();
+    b.spec.instructions[1].declared_us = bad;
+    EXPECT_CONTAINS(rejection(b.spec), "compute 1 ('compute1'): declared_us must be finite and >= 0, got ");
+  }
 }
 
 TEST(ProgramTest, ScheduleRulesStillApply) {

@@ -35,6 +35,10 @@ struct Instruction {
   // negative means no prediction. Reports and traces carry them next to what happened.
   double predicted_start_us = -1.0;
   double predicted_end_us = -1.0;
+  // The instruction completes no sooner than this long after it starts: a virtual
+  // device's or a link's declared speed, which the host running it may beat. 0: as soon as
+  // its work is done. Checked by Program (finite, >= 0); the data plane honours it.
+  double declared_us = 0.0;
   // Operands, checked by Program (a bare Schedule ignores them): the resource queue it
   // runs on (index into the program's queues; -1 outside a program) and the buffer ids
   // it reads and writes. A Free reads the buffers it frees.

@@ -33,7 +33,8 @@ class Program {
   // writes one host buffer of its size, ...); a buffer read before it is written (no write
   // ordered before the read, whatever order the executor picks); a transient buffer used
   // after (or possibly after) its Free, freed twice, never freed, or freed though resident;
-  // and the schedule's own rules (ids, deps, cycles). Throws Error(ResourceExhausted) when
+  // a declared_us that is negative or not finite; and the schedule's own rules (ids, deps,
+  // cycles). Throws Error(ResourceExhausted) when
   // a tier's arena would exceed its capacity, naming the tier and both figures.
   explicit Program(ProgramSpec spec);
 
