@@ -1,5 +1,6 @@
 // Python view of the data plane: a program's runtime, each call's memory as zero-copy torch views,
 // and runs that enter Python only for Compute instructions.
+#include <cstdint>
 #include <memory>
 
 #include <nanobind/ndarray.h>
@@ -19,6 +20,9 @@ namespace tt::bindings {
 namespace {
 
 using ByteTensor = nb::ndarray<nb::pytorch, std::uint8_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+
+// A tensor's data_ptr(), as Python passes it.
+std::byte* from_address(std::uintptr_t address) { return reinterpret_cast<std::byte*>(address); }
 
 // A uint8 tensor over buffer `id`'s bytes; it keeps the arena alive, so torch never sees
 // the bytes reused while it holds the view.
@@ -62,7 +66,15 @@ struct PyDataPlane {
 void bind_data_plane(nb::module_& m) {
   nb::class_<CallMemory>(m, "CallMemory")
       .def_prop_ro("peak_bytes", &CallMemory::peak_bytes,
-                   "per tier: residents plus the most transient bytes live at once in this call");
+                   "per tier: residents plus the most transient bytes live at once in this call")
+      .def("bind",
+           [](CallMemory& self, std::int64_t buffer_id, std::uintptr_t address, std::int64_t nbytes) {
+             self.bind(buffer_id, from_address(address), nbytes);
+           },
+           "buffer_id"_a, "address"_a, "nbytes"_a,
+           "Binds an input or torch-owned buffer to nbytes at address (a tensor's data_ptr(), kept alive "
+           "until the run returns) for this call, so copies read or write it natively; before run, or from "
+           "the compute callback before any reader of the buffer starts.");
 
   nb::class_<PyDataPlane>(m, "DataPlane")
       .def("__init__",
@@ -86,6 +98,13 @@ void bind_data_plane(nb::module_& m) {
            }, "memory"_a, "buffer_id"_a, "A uint8 tensor over a buffer the core holds (resident or this call's).")
       .def("resident_memory", [](PyDataPlane& self) { return self.plane->resident_memory(); },
            "The resident buffers alone, for filling them before the first call.")
+      .def("bind_resident",
+           [](PyDataPlane& self, std::int64_t buffer_id, std::uintptr_t address, std::int64_t nbytes) {
+             self.plane->bind_resident(buffer_id, from_address(address), nbytes);
+           },
+           "buffer_id"_a, "address"_a, "nbytes"_a,
+           "Binds a resident, torch-owned buffer to nbytes at address (a tensor's data_ptr(), kept alive "
+           "as long as the plane) for every call begun after it; before calls start.")
       .def("held", [](PyDataPlane& self, std::int32_t tier) { return self.plane->ledger().held(tier); }, "tier"_a)
       .def("ledger_peak", [](PyDataPlane& self, std::int32_t tier) { return self.plane->ledger().peak(tier); },
            "tier"_a)

@@ -2,6 +2,7 @@
 #include "tt/runtime/data_plane.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <string>
 
@@ -12,6 +13,39 @@ namespace {
 
 bool held_by_core(const Buffer& buffer) {
   return !buffer.torch_owned && buffer.lifetime != BufferLifetime::Input && buffer.file < 0;
+}
+
+// Inputs and torch-owned buffers: bytes in memory the core does not allocate, so their
+// addresses are bound, per call or (residents) per plane.
+bool bound_externally(const Buffer& buffer) { return !held_by_core(buffer) && buffer.file < 0; }
+
+std::string buffer_name(const Buffer& buffer) {
+  return "buffer " + std::to_string(buffer.id) + " ('" + buffer.label + "')";
+}
+
+// The position of buffer `id`, checked to be one that `bytes` at `address` may stand for;
+// Error(InvalidArgument) naming it otherwise.
+std::size_t bindable(const Program& program, std::int64_t id, const std::byte* address, std::int64_t bytes,
+                     const std::string& caller) {
+  std::size_t position = 0;
+  try {
+    position = program.buffer_position(id);
+  } catch (const Error&) {
+    throw Error(ErrorCode::InvalidArgument, caller + ": the program has no buffer " + std::to_string(id));
+  }
+  const Buffer& buffer = program.buffers()[position];
+  const std::string who = caller + ": " + buffer_name(buffer);
+  if (buffer.file >= 0) throw Error(ErrorCode::InvalidArgument, who + " is a file range; loads read it in place");
+  if (!bound_externally(buffer)) {
+    throw Error(ErrorCode::InvalidArgument,
+                who + " is held by the core; only inputs and torch-owned buffers are bound");
+  }
+  if (bytes != buffer.bytes) {
+    throw Error(ErrorCode::InvalidArgument, who + " holds " + std::to_string(buffer.bytes) + " bytes, but " +
+                                                std::to_string(bytes) + " were bound");
+  }
+  if (address == nullptr && bytes > 0) throw Error(ErrorCode::InvalidArgument, who + ": the address is null");
+  return position;
 }
 
 }  // namespace
@@ -32,8 +66,24 @@ std::pair<std::shared_ptr<HostArena>, std::int64_t> CallMemory::locate(std::size
 }
 
 std::byte* CallMemory::address(std::size_t position) const {
+  const Buffer& buffer = program_->buffers().at(position);
+  if (bound_externally(buffer)) {
+    std::lock_guard lock(mutex_);
+    if (!bound_[position]) {
+      throw Error(ErrorCode::InvalidArgument, "call memory: " + buffer_name(buffer) +
+                                                  " is not bound (an input or torch-owned buffer: bind its address "
+                                                  "before its readers start)");
+    }
+    return *bound_[position];
+  }
   const auto [arena, offset] = locate(position);
   return arena->data() + offset;
+}
+
+void CallMemory::bind(std::int64_t buffer_id, std::byte* address, std::int64_t bytes) {
+  const std::size_t position = bindable(*program_, buffer_id, address, bytes, "call memory bind");
+  std::lock_guard lock(mutex_);
+  bound_[position] = address;
 }
 
 void CallMemory::take(std::size_t position) {
@@ -75,6 +125,7 @@ DataPlane::DataPlane(std::shared_ptr<const Program> program, std::shared_ptr<IoE
     resident_.push_back(in_memory ? std::make_shared<HostArena>(plan.owned_resident_bytes[tier]) : nullptr);
     pools_.push_back(std::make_unique<HostArenaPool>(in_memory ? plan.owned_bytes[tier] - plan.owned_resident_bytes[tier] : 0));
   }
+  resident_bound_.resize(program_->buffers().size());
   for (const Queue& queue : program_->queues()) queue_capacities_.push_back(queue.capacity);
   for (const Instruction& instruction : program_->schedule()->instructions()) {
     // A Free runs the moment its last reader ends, on that thread: memory lives exactly as
@@ -85,6 +136,7 @@ DataPlane::DataPlane(std::shared_ptr<const Program> program, std::shared_ptr<IoE
       for (std::int64_t id : instruction.writes) moved += program_->buffers()[program_->buffer_position(id)].bytes;
     }
     moved_bytes_.push_back(moved);
+    if (instruction.declared_us > 0 && !timer_) timer_ = std::make_unique<DelayTimer>();
   }
   for (const Buffer& buffer : program_->buffers()) {
     range_crc32c_.push_back(buffer.crc32c < 0 ? std::nullopt
@@ -105,24 +157,18 @@ DataPlane::DataPlane(std::shared_ptr<const Program> program, std::shared_ptr<IoE
 std::shared_ptr<CallMemory> DataPlane::begin_call(double timeout_s) {
   const MemoryPlan& plan = program_->memory_plan();
   const std::size_t tiers = program_->tiers().size();
-  auto memory = std::make_shared<CallMemory>();
-  memory->program_ = program_.get();
-  memory->resident_ = resident_;
-  memory->booked_.resize(tiers);
+  std::shared_ptr<CallMemory> memory = resident_memory();
   for (std::size_t tier = 0; tier < tiers; ++tier) memory->booked_[tier] = plan.arena_bytes[tier] - plan.resident_bytes[tier];
   if (!ledger_.reserve_all(memory->booked_, timeout_s, "a call's working set")) {
     throw Error(ErrorCode::ResourceExhausted, "no room for another call within " + std::to_string(timeout_s) +
                                                   " s: concurrent calls hold the budget");
   }
   try {
-    for (std::size_t tier = 0; tier < tiers; ++tier) memory->transient_.push_back(pools_[tier]->acquire());
+    for (std::size_t tier = 0; tier < tiers; ++tier) memory->transient_[tier] = pools_[tier]->acquire();
   } catch (...) {
     ledger_.release_all(memory->booked_);
     throw;
   }
-  memory->live_.assign(program_->buffers().size(), false);
-  memory->live_bytes_.assign(tiers, 0);
-  memory->peak_.assign(tiers, 0);
   return memory;
 }
 
@@ -135,7 +181,21 @@ std::shared_ptr<CallMemory> DataPlane::resident_memory() const {
   memory->live_.assign(program_->buffers().size(), false);
   memory->live_bytes_.assign(resident_.size(), 0);
   memory->peak_.assign(resident_.size(), 0);
+  std::lock_guard lock(bound_mutex_);
+  memory->bound_ = resident_bound_;
   return memory;
+}
+
+void DataPlane::bind_resident(std::int64_t buffer_id, std::byte* address, std::int64_t bytes) {
+  const std::size_t position = bindable(*program_, buffer_id, address, bytes, "data plane bind_resident");
+  const Buffer& buffer = program_->buffers()[position];
+  if (buffer.lifetime != BufferLifetime::Resident) {
+    throw Error(ErrorCode::InvalidArgument, "data plane bind_resident: " + buffer_name(buffer) + " is " +
+                                                buffer_lifetime_name(buffer.lifetime) +
+                                                ", not resident: bind it per call (CallMemory::bind)");
+  }
+  std::lock_guard lock(bound_mutex_);
+  resident_bound_[position] = address;
 }
 
 void DataPlane::end_call(const std::shared_ptr<CallMemory>& memory) {
@@ -145,12 +205,22 @@ void DataPlane::end_call(const std::shared_ptr<CallMemory>& memory) {
 
 void DataPlane::start(const std::shared_ptr<CallMemory>& memory, const ComputeKernel& compute,
                       const Instruction& instruction, std::size_t position, Completion done) {
+  // Work done before the declared time waits for it on the timer, holding no thread; a
+  // failure completes at once.
+  using Clock = DelayTimer::Clock;
+  const Clock::time_point deadline =
+      Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                         std::chrono::duration<double, std::micro>(instruction.declared_us));
+  auto finished = [this, done, deadline](std::exception_ptr failure = nullptr) {
+    if (failure || !timer_ || Clock::now() >= deadline) return done(std::move(failure));
+    timer_->at(deadline, [done] { done(); });
+  };
   for (std::size_t buffer : program_->first_writes()[position]) memory->take(buffer);
   const auto& buffers = program_->buffers();
   switch (instruction.kind) {
     case InstructionKind::Compute:
       compute(instruction);
-      done();
+      finished();
       return;
     case InstructionKind::Load: {
       if (!io_) throw Error(ErrorCode::Internal, "data plane: a load, but the program was given no I/O engine");
@@ -165,21 +235,22 @@ void DataPlane::start(const std::shared_ptr<CallMemory>& memory, const ComputeKe
       request.digests = digests_[range.file];
       request.range_crc32c = range_crc32c_[from];
       // Completes on an I/O thread; no executor thread waits for it.
-      io_->submit(std::move(request), [done](std::exception_ptr failure) { done(std::move(failure)); });
+      io_->submit(std::move(request), finished);
       return;
     }
     case InstructionKind::Copy:
     case InstructionKind::Transfer:
       for (std::size_t i = 0; i < instruction.reads.size(); ++i) {
         const std::size_t from = program_->buffer_position(instruction.reads[i]);
+        if (buffers[from].bytes == 0) continue;  // no bytes, so no address: a value Python carries itself
         const std::size_t to = program_->buffer_position(instruction.writes[i]);
         std::memcpy(memory->address(to), memory->address(from), static_cast<std::size_t>(buffers[from].bytes));
       }
-      done();
+      finished();
       return;
     case InstructionKind::Free:
       for (std::size_t buffer : program_->frees()[position]) memory->give(buffer);
-      done();
+      finished();
       return;
     case InstructionKind::Spill:
     case InstructionKind::Reload:

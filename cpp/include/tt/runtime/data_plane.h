@@ -13,20 +13,31 @@
 #include "tt/ir/program.h"
 #include "tt/memory/host_arena.h"
 #include "tt/memory/ledger.h"
+#include "tt/runtime/delay_timer.h"
 #include "tt/runtime/executor.h"
 #include "tt/storage/io_engine.h"
 
 namespace tt {
 
 // The memory of one call: a transient arena per tier from the data plane's pools, held
-// until the last handle (the call, or a torch view of its bytes) drops. Thread-safe to
-// read; its buffers are written by the instructions that own them.
+// until the last handle (the call, or a torch view of its bytes) drops, and the addresses
+// bound to the buffers whose bytes the core does not own (inputs, torch-owned buffers).
+// Thread-safe to read; its buffers are written by the instructions that own them.
 class CallMemory {
  public:
-  // The address of buffer `position` (of program.buffers()) in the resident or this
-  // call's arena; Error(InvalidArgument) for buffers the core does not hold (torch-owned,
-  // inputs, file ranges).
+  // The address of buffer `position` (of program.buffers()): in the resident or this
+  // call's arena, or the one bound to an input or torch-owned buffer (Error(InvalidArgument)
+  // naming the buffer when none is); Error(InvalidArgument) for file ranges.
   std::byte* address(std::size_t position) const;
+
+  // Binds an input or torch-owned buffer (transient or resident) to `bytes` at `address`
+  // for this call: memory the caller keeps alive until the call's run returns. Thread-safe:
+  // call it before run, or from a compute callback before any reader of the buffer starts
+  // (the dependency that orders them publishes it). Overrides the plane's binding of a
+  // resident. Error(InvalidArgument) naming the buffer: an unknown id, a buffer the core
+  // holds or a file range, `bytes` other than the buffer's, or a null address for a
+  // non-empty buffer.
+  void bind(std::int64_t buffer_id, std::byte* address, std::int64_t bytes);
 
   // The arena holding buffer `position` and the buffer's offset in it, for zero-copy views.
   std::pair<std::shared_ptr<HostArena>, std::int64_t> locate(std::size_t position) const;
@@ -47,6 +58,7 @@ class CallMemory {
   std::vector<std::int64_t> booked_;                   // per tier: what begin_call reserved in the ledger
   mutable std::mutex mutex_;
   std::vector<bool> live_;                             // per buffer
+  std::vector<std::optional<std::byte*>> bound_;       // per buffer: where an input or torch-owned one is
   std::vector<std::int64_t> live_bytes_, peak_;        // per tier, transients only
 };
 
@@ -64,20 +76,29 @@ class DataPlane {
   // Error(ResourceExhausted) if the residents alone exceed a tier.
   DataPlane(std::shared_ptr<const Program> program, std::shared_ptr<IoEngine> io, std::int32_t workers);
 
-  // A new call's memory (arenas from the pool). Waits up to timeout_s for room in the
-  // ledger for the call's transient bytes when other calls hold it; Error(ResourceExhausted)
-  // when there is no room by then.
+  // A new call's memory (arenas from the pool, and the plane's resident bindings). Waits up
+  // to timeout_s for room in the ledger for the call's transient bytes when other calls
+  // hold it; Error(ResourceExhausted) when there is no room by then.
   std::shared_ptr<CallMemory> begin_call(double timeout_s);
 
   // Runs every instruction of the program for the call that owns `memory`: loads through
   // the I/O engine (completing asynchronously), copies and frees natively without the GIL,
-  // compute through `compute`. Returns or throws only once nothing of the call is in
-  // progress (after a stall: see Executor::run), so its arenas are no longer written.
+  // compute through `compute`. An instruction whose work ends before its declared_us has
+  // passed (since it started) completes at that deadline, from the plane's timer: no
+  // thread waits for it; a failure completes at once. Returns or throws only once nothing
+  // of the call is in progress (after a stall: see Executor::run), so its arenas are no
+  // longer written.
   RunReport run(const std::shared_ptr<CallMemory>& memory, ComputeKernel compute, RunOptions options);
 
   // The resident buffers alone (for filling them before the first call): a CallMemory
-  // without transient arenas, booking nothing.
+  // without transient arenas, booking nothing, with the plane's resident bindings.
   std::shared_ptr<CallMemory> resident_memory() const;
+
+  // Binds a resident, torch-owned buffer to `bytes` at `address` for every call begun after
+  // it (and resident_memory()): a tensor the caller keeps alive as long as the plane.
+  // Meant for before calls start; thread-safe. Error(InvalidArgument) as CallMemory::bind,
+  // and for a buffer that is not resident.
+  void bind_resident(std::int64_t buffer_id, std::byte* address, std::int64_t bytes);
 
   // Gives back the call's transient bytes (booked by begin_call); the arenas go back to the
   // pool once every view of them is gone.
@@ -94,9 +115,15 @@ class DataPlane {
 
   std::shared_ptr<const Program> program_;
   std::shared_ptr<IoEngine> io_;
+  // Completes instructions at their declared time; only when one declares a time. Declared
+  // before the executor so that it outlives it: the executor's destructor waits for a
+  // stalled run's late completions, which may still pass through the timer.
+  std::unique_ptr<DelayTimer> timer_;
   Executor executor_;
   MemoryLedger ledger_;       // per tier: residents, plus each call's live transients
   std::vector<std::shared_ptr<HostArena>> resident_;
+  mutable std::mutex bound_mutex_;
+  std::vector<std::optional<std::byte*>> resident_bound_;   // per buffer, guarded by bound_mutex_: bind_resident's
   std::vector<std::unique_ptr<HostArenaPool>> pools_;
   std::vector<std::shared_ptr<const FileDigests>> digests_;  // per file, null without digests
   std::vector<std::optional<std::uint32_t>> range_crc32c_;   // per buffer: a file range's own checksum
