@@ -84,7 +84,8 @@ def compile(
                 config.objective, config.objective_weights, plan_machine.slowest_link_bytes_per_s()
             )
             costs = region_costs(regions, seconds)
-            placement = place(runner, regions, costs, plan_machine, objective, threads=budgets.cpus.amount)
+            cpu_slots = config.max_concurrent_regions or budgets.cpus.amount
+            placement = place(runner, regions, costs, plan_machine, objective, budgets.cpus.amount, cpu_slots)
             plan = build_plan(regions, config, cpus=budgets.cpus.amount, placement=placement)
         streamed = None
         if streaming:

@@ -1,5 +1,6 @@
-"""For every plan the data plane runs in this suite's parity models, the measured RAM peak of
-a call equals the simulated peak of the same program, in bytes."""
+"""For every plan the data plane runs in this suite's parity models, and for plans on virtual
+devices, the measured peak of each tier during a call equals the simulated peak of the same
+program (timed as the call ran), in bytes."""
 
 from __future__ import annotations
 
@@ -11,14 +12,17 @@ import tensortorrent as tt
 from tensortorrent import _core
 
 
-def simulated_peak(compiled: tt.CompiledModule) -> int:
-    """The RAM peak the simulator predicts for the program, with measured region times."""
+def simulated_peaks(compiled: tt.CompiledModule) -> list[int]:
+    """Per tier, the peak the simulator finds for the program with the last call's measured
+    durations (frees take none)."""
     program = compiled._plane.plan.program
     measured = {r.id: (r.end_us - r.start_us) / 1e6 for r in compiled.last_report.records}
-    seconds = [
-        measured[i.id] if i.kind == _core.InstructionKind.Compute else 0.0 for i in program.schedule.instructions
-    ]
-    return _core.simulate_program(program, seconds).peak_bytes[0]
+    seconds = [0.0 if i.kind == _core.InstructionKind.Free else measured[i.id] for i in program.schedule.instructions]
+    return list(_core.simulate_program(program, seconds).peak_bytes)
+
+
+def simulated_peak(compiled: tt.CompiledModule) -> int:
+    return simulated_peaks(compiled)[0]
 
 
 @pytest.mark.parametrize("case", range(len(cases())), ids=[c[0] for c in cases()])
@@ -45,3 +49,38 @@ def test_measured_peak_equals_simulated_peak_on_transformers_architectures(name)
     for _ in range(2):
         compiled(*args, **(kwargs or {}))
         assert compiled.last_peak_bytes["ram"] == simulated_peak(compiled)
+
+
+def virtual_plans():
+    from e2e.test_virtual_devices import BATCH, WIDTH, Stack, fast_small, slow_large
+
+    from conftest import ProbeChain
+
+    torch.manual_seed(0)
+    stack, x = Stack().eval(), torch.randn(BATCH, WIDTH)
+    quick = tt.VirtualDevice("quick", memory_bytes=int(2.5 * (64 * 64 + 64) * 4), flops=1e12, link_bandwidth=1e10)
+    return {
+        "streams-to-one-device": (stack, x, ["fast"], [fast_small()], tt.CompileConfig()),
+        "two-devices": (stack, x, ["fast", "slow"], [fast_small(), slow_large()], tt.CompileConfig()),
+        "cpu-and-device": (stack, x, ["cpu", "fast"], [fast_small()], tt.CompileConfig(objective="throughput")),
+        "one-op-regions": (
+            ProbeChain(stages=4, width=64).eval(),
+            torch.randn(2, 64),
+            ["quick"],
+            [quick],
+            tt.CompileConfig(max_region_nodes=1),
+        ),
+    }
+
+
+@pytest.mark.parametrize("name", list(virtual_plans()))
+def test_measured_peaks_equal_simulated_peaks_on_virtual_devices(name):
+    model, x, devices, machine, config = virtual_plans()[name]
+    compiled = tt.compile(model, (x,), config=config, devices=devices, machine=machine)
+    arena = compiled._plane.plan.program.memory_plan.arena_bytes
+    for _ in range(2):
+        compiled(x)
+        peaks = compiled.last_peak_bytes
+        assert list(peaks) == ["ram", *(d for d in devices if d != "cpu")]
+        assert list(peaks.values()) == simulated_peaks(compiled)
+        assert all(peak <= bound for peak, bound in zip(peaks.values(), arena))

@@ -100,14 +100,14 @@ def test_a_model_larger_than_the_device_streams_what_does_not_fit(model, tmp_pat
     for _ in range(2):  # streamed weights are moved on every call
         torch.testing.assert_close(compiled(x), eager_outputs(model, (x,)))
         records = compiled.last_report.records
-        streamed = [r for r in records if r.kind == "transfer" and "params" in r.label]
+        streamed = [r for r in records if r.kind == "copy" and "params" in r.label]
         assert len(streamed) == len(resident) - sum(resident)
         assert all(r.ran and r.device == "fast.h2d" for r in streamed)
         assert compiled.last_peak_bytes["fast"] <= device.memory_bytes
 
     trace = json.loads(open(compiled.trace(tmp_path / "trace.json")).read())
     kinds = {event.get("cat") for event in trace["traceEvents"] if event.get("ph") == "X"}
-    assert {"compute", "transfer"} <= kinds
+    assert {"compute", "copy", "free"} <= kinds
     explained = compiled.explain()
     assert "resident on fast" in explained and "streamed/call" in explained
 
@@ -115,7 +115,9 @@ def test_a_model_larger_than_the_device_streams_what_does_not_fit(model, tmp_pat
 def test_transfers_take_at_least_their_declared_time(model):
     compiled = compile_on(model, ["fast"], machine=[fast_small()])
     compiled(torch.randn(BATCH, WIDTH))
-    for record in compiled.last_report.records:
+    timed = [r for r in compiled.last_report.records if r.kind in ("compute", "copy")]
+    assert {r.kind for r in timed} == {"compute", "copy"}
+    for record in timed:
         assert record.predicted_end_us > record.predicted_start_us >= 0
         declared = record.predicted_end_us - record.predicted_start_us
         assert record.end_us - record.start_us >= 0.99 * declared, record.label
@@ -223,10 +225,8 @@ def test_calls_from_several_threads_share_a_device_safely(model):
     assert not errors, errors
     assert compiled.last_peak_bytes["quick"] <= device.memory_bytes
     # Every call gave its streamed weights back: only resident parameters stay counted.
-    memory = compiled._tiered.memories[1]
-    assert memory.held == sum(
-        compiled._plan.placement.chosen.lowered.slot_bytes[a] for a, _ in compiled._tiered.lowered.aliases
-    )
+    plane = compiled._plane
+    assert plane.plane.held(1) == plane.plan.program.memory_plan.resident_bytes[1]
 
 
 def test_a_cancelled_call_gives_its_device_memory_back(hooks):
@@ -238,12 +238,12 @@ def test_a_cancelled_call_gives_its_device_memory_back(hooks):
     config = tt.CompileConfig(max_region_nodes=1)  # one region per op: many steps to stop between
     compiled = tt.compile(chain, (x,), config=config, devices=["quick"], machine=device)
     assert not all(compiled._plan.placement.chosen.resident)  # some weights are streamed
-    memory = compiled._tiered.memories[1]
-    resident = memory.held
+    plane = compiled._plane.plane
+    resident = compiled._plane.plan.program.memory_plan.resident_bytes[1]
     hooks.on_probe = lambda tag: compiled.request_cancel() if tag == 1 else None
     with pytest.raises(tt.ExecutionCancelled):
         compiled(x)
-    assert memory.held == resident
+    assert plane.held(1) == resident
     hooks.on_probe = None
     torch.testing.assert_close(compiled(x), eager_outputs(chain, (x,)))
 

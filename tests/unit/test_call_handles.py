@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 import tensortorrent as tt
-from conftest import ProbeChain, eager_outputs
+from conftest import ProbeChain, eager_outputs, sleep_then
 
 ONE_OP_REGIONS = tt.CompileConfig(max_region_nodes=1)
 
@@ -100,37 +100,19 @@ def test_calls_that_mutate_buffers_run_one_at_a_time():
     torch.testing.assert_close(model.total, start + 16)
 
 
-def test_after_a_stall_the_next_tiered_call_waits_for_the_stuck_step():
+def test_after_a_stall_a_tiered_call_gives_back_its_memory_and_the_next_call_runs(hooks):
     torch.manual_seed(0)
     chain = ProbeChain(stages=4, width=64).eval()
     layer = (64 * 64 + 64) * 4
     device = tt.VirtualDevice("quick", memory_bytes=int(2.5 * layer), flops=1e12, link_bandwidth=1e10)
     x = torch.randn(2, 64)
-    compiled = tt.compile(chain, (x,), config=ONE_OP_REGIONS, devices=["quick"], machine=device)
-    tiered = compiled._tiered
-    resident = tiered.memories[1].held
-    call = tiered.new_call([x])
-    stuck, running = threading.Event(), threading.Event()
-
-    def stuck_step(step_id):
-        running.set()
-        stuck.wait(timeout=30)
-
-    call._run_step = stuck_step  # a step that outlives the watchdog
-    tiered.call_lock.acquire()
-    worker = threading.Thread(target=call.run_step, args=(0,))
-    worker.start()
-    assert running.wait(timeout=30)
-    released = threading.Event()
-
-    def release():
-        tiered.call_lock.release()
-        released.set()
-
-    call.end(release, steps_may_run=True)  # what a stalled call does
-    assert not released.is_set() and tiered.call_lock.locked(), "the next call must not start yet"
-    stuck.set()
-    worker.join(timeout=30)
-    assert released.is_set() and not tiered.call_lock.locked()
-    assert tiered.memories[1].held == resident
+    config = tt.CompileConfig(max_region_nodes=1, stall_timeout_s=0.2)
+    compiled = tt.compile(chain, (x,), config=config, devices=["quick"], machine=device)
+    plane, residents = compiled._plane.plane, compiled._plane.plan.program.memory_plan.resident_bytes
+    hooks.on_probe = sleep_then(1.0)  # a region that outlives the watchdog
+    with pytest.raises(tt.ExecutionStalled):
+        compiled(x)
+    # The call returned only once nothing of it still ran: every tier holds its residents alone.
+    assert [plane.held(tier) for tier in range(len(residents))] == list(residents)
+    hooks.on_probe = None
     torch.testing.assert_close(compiled(x), eager_outputs(chain, (x,)))

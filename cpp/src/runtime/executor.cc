@@ -39,7 +39,7 @@ struct RunState {
 
   const std::shared_ptr<const Schedule> schedule;
   AsyncKernel kernel;  // dropped by the caller once nothing can call it (see run_async)
-  const RunOptions options;
+  RunOptions options;  // read only, but run_async takes the cancel token out at the end
 
   // records[i] is written only by the thread that starts instruction i and the one that
   // completes it, in that order, before the finish is reported under `mutex`; the caller
@@ -468,8 +468,12 @@ RunReport Executor::run_async(std::shared_ptr<const Schedule> schedule, AsyncKer
   // by a thread the caller knows (a Python callable needs an interpreter that is not
   // shutting down).
   AsyncKernel finished_kernel = std::move(state->kernel);
+  // Likewise the cancel token, which may be a Python object: the last completion may come
+  // from a thread Python does not know (an I/O or timer thread) and still hold the run.
+  std::shared_ptr<CancelToken> finished_cancel;
   {
     std::lock_guard lock(state->mutex);
+    finished_cancel = std::move(state->options.cancel);
     // Taking the error out of the state makes its last reference drop on this thread once
     // the caller's handler is done, not on whichever worker releases the state last. The
     // outcome is the same, but ThreadSanitizer cannot see libstdc++'s exception refcount

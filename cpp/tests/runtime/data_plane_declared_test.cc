@@ -74,6 +74,28 @@ TEST(DataPlaneDeclaredTest, ADelayedInstructionHoldsNoThread) {
   plane.end_call(memory);
 }
 
+TEST(DataPlaneDeclaredTest, TheRunLetsGoOfItsCancelTokenBeforeReturning) {
+  // The last completion comes from the timer's thread, which may still hold the run after
+  // run() returns; the token (a Python object, from Python) must not be released there.
+  // How late that thread lets go is timing: this checks the run holds no reference once it
+  // returns, which makes the thread's last release harmless whenever it comes.
+  ProgramBuilder b;
+  const auto r = b.buffer(64, 0, BufferLifetime::Resident);
+  const auto d = b.buffer(64, 1);
+  b.add(InstructionKind::Copy, 2, {r}, {d});
+  b.spec.instructions[0].declared_us = 5'000;
+  b.spec.outputs = {d};
+  DataPlane plane(std::make_shared<const Program>(b.spec), nullptr, 1);
+  for (int attempt = 0; attempt < 20; ++attempt) {
+    RunOptions options;
+    options.cancel = std::make_shared<CancelToken>();
+    auto memory = plane.begin_call(1.0);
+    plane.run(memory, [](const Instruction&) {}, options);
+    EXPECT_EQ(options.cancel.use_count(), 1);
+    plane.end_call(memory);
+  }
+}
+
 // Runs `spec` once, every instruction declared 5 s, expecting it to fail; returns how long it took.
 double failing_run_ms(ProgramSpec spec, const ComputeKernel& compute) {
   for (Instruction& instruction : spec.instructions) instruction.declared_us = 5e6;

@@ -17,7 +17,7 @@ import torch
 from .. import _core
 from ..errors import DataCorruptionError, MemoryCapacityError
 from ..planning.costs import region_costs, roofline_seconds
-from ..planning.streaming import WeightRange, WeightsFile, plan_streaming, simulate_plan, with_predictions
+from ..planning.streaming import WeightRange, WeightsFile, plan_streaming, simulate_plan, with_io_depth
 from ..runtime.plane_program import PlaneProgram
 from ..runtime.program_runner import ProgramRunner
 from ..storage.weights_cache import cache_directory, cache_weights
@@ -141,7 +141,7 @@ def stream_weights(program, regions, weights: WeightsFile, config, cpu_slots: in
     best, failure = None, None
     for distance in distances:
         try:
-            candidate = plan_streaming(runner, names, weights, config.ram_budget_bytes, distance, cpu_slots, 1)
+            candidate = plan_streaming(runner, names, weights, config.ram_budget_bytes, distance, cpu_slots)
         except MemoryCapacityError as error:
             failure = error
             continue
@@ -150,7 +150,7 @@ def stream_weights(program, regions, weights: WeightsFile, config, cpu_slots: in
         break
     if best is None:
         raise failure
-    plan = with_predictions(best[0], runner, weights, best[1], cpu_slots, reads.threads)
+    plan = with_io_depth(best[0], runner, weights, cpu_slots, reads.threads, best[1])
     if verify:
         verify_weights(weights)
     io = _core.IoEngine(

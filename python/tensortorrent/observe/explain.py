@@ -122,11 +122,11 @@ def _finalist_lines(placement: Placement) -> list[str]:
         for name, peak, capacity in zip(machine.tier_names, chosen.simulated.peak_bytes, capacities)
     )
     lines = [
-        "Prediction (simulated on the lowered schedule)",
+        "Prediction (the simulator, on the program that runs)",
         f"  {_measures_text(chosen.measures)} per call",
         f"  peak memory: {peaks}",
-        f"  streamed parameters load {'one region ahead' if chosen.lowered.prefetch else 'one region at a time'}"
-        " on each device (prefetch distance " + str(chosen.lowered.prefetch) + ")",
+        f"  streamed parameters load {'one region ahead' if chosen.program.prefetch else 'one region at a time'}"
+        " on each device (prefetch distance " + str(chosen.program.prefetch) + ")",
     ]
     if not placement.searched:
         lines.append("  one device: no search needed")
@@ -139,7 +139,8 @@ def _finalist_lines(placement: Placement) -> list[str]:
             counts[name] = counts.get(name, 0) + 1
         where = ", ".join(f"{name} x{count}" for name, count in counts.items())
         resident = sum(candidate.resident[r] for r, d in enumerate(candidate.devices) if machine.devices[d].virtual)
-        fits = "over capacity on " + ", ".join(candidate.over_capacity) if candidate.over_capacity else "fits"
+        over = ", ".join(candidate.over_capacity)
+        fits = f"memory plan over capacity on {over}" if over else "fits"
         lines.append(
             f"  {'*' if rank == 0 else ' '}{rank + 1}. {where}; {resident} region(s) resident on devices; "
             f"{_measures_text(candidate.measures)}; value {candidate.value:.6g}; {fits}"

@@ -1,113 +1,142 @@
-"""Lowering: a placement (device and residency per region) becomes the steps a call runs.
+"""Lowering: a placement becomes the one Program that the simulator times and the data plane runs.
 
-Steps are region computations and transfers between tiers, with their dependencies, the
-value slots they read and write, and their predicted durations. The same steps become
-the executor's schedule and the simulator's tasks, so what is simulated is what runs.
+Tiers: 0 is host RAM; each virtual device adds its memory; a weights file adds "disk",
+last. Queues: "cpu" (its compute slots), "io" (loads in flight), then per virtual device
+its compute and its two links with RAM (h2d, d2h), each running one instruction at a time.
 
-Rules, in the order steps are generated (region by region, in topological order):
-- a region on a virtual device reads its resident parameters from copies made once at
-  build time; the others are streamed from host RAM by one transfer per region, at most
-  `prefetch` regions ahead of the region computing on that device (so at most
-  prefetch + 1 regions' streamed parameters are held there at once);
-- a value needed on another tier is copied once per tier, grouped by the step that made
-  it; between two devices it goes through RAM;
-- each device computes one region at a time and each link moves one batch at a time,
-  in generation order, except the CPU, whose regions run as their inputs allow;
-- every copy is freed after its last reader; model outputs come back to RAM.
+Rules, in generation order (region by region, in topological order):
+- weights in memory are the model's own tensors in RAM (torch-owned residents). A region
+  on a virtual device reads a resident parameter from that device's tier (the same host
+  tensor, counted there once) or gets a copy from RAM before it computes; a CPU region
+  whose weights stream reads them from a `Load` of their file range. Before a region
+  computes, the streamed weights of the next `prefetch` streamed regions of the same
+  queue are issued too, each waiting for the weights `prefetch` + 1 places back to be
+  freed: at most prefetch + 1 regions' streamed weights are held per queue.
+- a value needed on another tier is copied once per tier, grouped by the instruction that
+  made it; between two devices it goes through RAM. Model outputs and mutated buffers
+  come back to RAM.
+- a virtual device and a link run their instructions one at a time, in generation order.
+- every transient buffer is freed right after its last reader in generation order (the
+  Free waits for every reader, so it runs after the last one to finish).
+- a compute output that a Copy reads is written into the core's buffer, so the Copy runs
+  natively; other outputs are torch's tensors, planned and counted as torch-owned
+  buffers. Values without bytes (a Python scalar, an empty tensor) are carried by the
+  Python side: their copies move nothing.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
+
+import torch
 
 from .. import _core
 from .machine import RAM, PlanMachine
 
-
-@dataclass(frozen=True)
-class Step:
-    """One instruction of a lowered plan; `id` is its position."""
-
-    id: int
-    kind: str  # "compute" or "transfer"
-    region: int  # the region a compute step runs; -1 for transfers
-    resource: int  # device index (compute) or link index (transfer)
-    resource_name: str
-    tier: int  # where the values it writes live
-    src_slots: tuple[int, ...]
-    dst_slots: tuple[int, ...]
-    nbytes: int  # bytes a transfer moves (0 for compute)
-    seconds: float  # predicted duration
-    declared_s: float  # the runtime makes the step last at least this long (virtual devices, links)
-    deps: tuple[int, ...]
-    label: str
+K = _core.InstructionKind
+LIFE = _core.BufferLifetime
+UNBOUNDED = 1 << 62  # bytes: a capacity that never binds
+CPU_QUEUE, IO_QUEUE = 0, 1
 
 
 @dataclass(frozen=True)
-class LoweredPlan:
-    steps: tuple[Step, ...]
-    slot_count: int
-    slot_tier: tuple[int, ...]
-    slot_bytes: tuple[int, ...]
-    aliases: tuple[tuple[int, int], ...]  # (slot on a device, bound slot): resident parameters
-    readers: tuple[int, ...]  # per slot: steps that read it
-    freeable: tuple[bool, ...]  # per slot: freed after its last reader
-    outputs: tuple[tuple[int | None, object], ...]  # per model output: (slot in RAM, constant)
-    mutations: tuple[tuple[int, object], ...]  # (slot in RAM, buffer to update)
-    initial_bytes: tuple[int, ...]  # per tier, held before a call starts
-    prefetch: int  # streamed regions loaded ahead of the one computing, per device
+class WeightRange:
+    """Where a bound tensor's bytes are in the weights file."""
 
-    def instructions(self, predicted: _core.SimResult | None = None) -> list[_core.Instruction]:
-        kinds = {"compute": _core.InstructionKind.Compute, "transfer": _core.InstructionKind.Transfer}
-        timed = {}
-        if predicted is not None:
-            timed = {
-                step.id: {"predicted_start_us": start * 1e6, "predicted_end_us": end * 1e6}
-                for step, start, end in zip(self.steps, predicted.start_s, predicted.end_s)
-            }
-        return [
-            _core.Instruction(
-                id=step.id,
-                kind=kinds[step.kind],
-                region=step.region,
-                device=step.resource_name,
-                label=step.label,
-                deps=list(step.deps),
-                **timed.get(step.id, {}),
-            )
-            for step in self.steps
-        ]
+    offset: int  # absolute, in the file
+    nbytes: int
+    dtype: torch.dtype
+    shape: tuple[int, ...]
+    crc32c: int = -1  # the range's own checksum, checked by every load of it; -1: none recorded
 
-    def sim_tasks(self) -> list[_core.SimTask]:
-        """The steps as simulator tasks: memory taken when a step starts, given back when
-        the last reader of a value (in generation order) ends."""
-        last_reader = {}
-        for step in self.steps:
-            for slot in step.src_slots:
-                last_reader[slot] = step.id
-        releases: dict[int, list[_core.MemoryEffect]] = defaultdict(list)
-        for step in self.steps:
-            for slot in step.dst_slots:
-                if self.freeable[slot]:
-                    when = last_reader.get(slot, step.id)
-                    releases[when].append(_core.MemoryEffect(self.slot_tier[slot], self.slot_bytes[slot]))
-        kinds = {"compute": _core.SimTaskKind.Compute, "transfer": _core.SimTaskKind.Transfer}
-        return [
-            _core.SimTask(
-                id=step.id,
-                kind=kinds[step.kind],
-                resource=step.resource,
-                seconds=step.seconds if step.kind == "compute" else 0.0,
-                bytes=step.nbytes,
-                deps=list(step.deps),
-                allocate_at_start=[_core.MemoryEffect(step.tier, self.slot_bytes[s]) for s in step.dst_slots],
-                release_at_end=releases.get(step.id, []),
-                label=step.label,
-            )
-            for step in self.steps
+
+@dataclass(frozen=True)
+class WeightsFile:
+    path: str
+    size: int
+    chunk_bytes: int  # 0: no digests
+    chunk_sha256: tuple[str, ...]
+    ranges: dict[int, WeightRange]  # bound slot -> its bytes
+
+
+@dataclass(frozen=True)
+class StreamedWeight:
+    slot: int
+    buffer: int  # the host buffer its Load writes
+    nbytes: int
+
+
+@dataclass(frozen=True)
+class LoweredProgram:
+    """A placement's Program, and what the Python side needs to run its Compute instructions."""
+
+    program: _core.Program
+    seconds: tuple[float, ...]  # per instruction: its predicted duration (-1: a load, from the disk's speed)
+    prefetch: int
+    region_names: tuple[str, ...]
+    region_of: dict[int, int]  # compute instruction id -> region
+    operands: dict[int, tuple[tuple[int, ...], tuple[int, ...]]]  # compute id -> buffers per in_slot, per out_slot
+    preset: tuple[tuple[int, int], ...]  # (buffer, slot): holds a bound tensor's or an input's value from the start
+    carried: dict[int, int]  # copy -> its source, for values without bytes (the Python side carries them)
+    views: dict[int, tuple[torch.dtype, tuple[int, ...]]]  # buffers the core holds, handed to torch as views
+    outputs: tuple[tuple[int | None, object], ...]  # per model output: (buffer in RAM, or None and a constant)
+    mutations: tuple[int, ...]  # per runner.mutations entry: the buffer in RAM written back into the model's
+    resident: dict[int, int] = field(default_factory=dict)  # bound slot -> buffer loaded once from the file
+    streamed: dict[int, tuple[StreamedWeight, ...]] = field(default_factory=dict)  # region -> weights loaded per call
+
+    @property
+    def budget_bytes(self) -> int:
+        return self.program.tiers[RAM].capacity_bytes
+
+    @property
+    def streamed_bytes(self) -> int:
+        return sum(w.nbytes for weights in self.streamed.values() for w in weights)
+
+    def rebuilt(
+        self, capacities: Sequence[int] | None = None, predicted_us: Sequence[tuple[float, float]] | None = None
+    ) -> LoweredProgram:
+        """The same program with other tier capacities (per tier but disk; None: as they
+        are), its instructions carrying `predicted_us` (start, end) each (see
+        simulated_us). Raises MemoryCapacityError when its memory plan exceeds a capacity."""
+        program = self.program
+        tiers = list(program.tiers)
+        for tier, capacity in zip(tiers, capacities or ()):
+            tier.capacity_bytes = capacity
+        # The schedule's deps include those the memory plan added; the rebuilt plan is the same.
+        instructions = [
+            _timed(i, *times) for i, times in zip(program.schedule.instructions, predicted_us or _untimed(program))
         ]
+        rebuilt = _core.Program(tiers, program.queues, program.files, program.buffers, instructions, program.outputs)
+        return replace(self, program=rebuilt)
+
+
+def _timed(i: _core.Instruction, start_us: float, end_us: float) -> _core.Instruction:
+    """A copy of instruction `i` predicted to run from start_us to end_us."""
+    return _core.Instruction(
+        i.id,
+        i.kind,
+        region=i.region,
+        device=i.device,
+        label=i.label,
+        deps=list(i.deps),
+        predicted_start_us=start_us,
+        predicted_end_us=end_us,
+        declared_us=i.declared_us,
+        queue=i.queue,
+        reads=list(i.reads),
+        writes=list(i.writes),
+    )
+
+
+def _untimed(program: _core.Program) -> list[tuple[float, float]]:
+    return [(i.predicted_start_us, i.predicted_end_us) for i in program.schedule.instructions]
+
+
+def simulated_us(simulated) -> list[tuple[float, float]]:
+    """A simulation's (start, end) per instruction, in microseconds."""
+    return [(start * 1e6, end * 1e6) for start, end in zip(simulated.start_s, simulated.end_s)]
 
 
 def lower(
@@ -117,214 +146,389 @@ def lower(
     devices: Sequence[int],
     resident: Sequence[bool],
     compute_s: Sequence[Sequence[float]],
-    prefetch: int = 1,
-) -> LoweredPlan:
-    """The steps of the placement `devices`/`resident` (per region) of `runner`'s program;
-    compute_s[region][device] is a region's predicted time on each device; `prefetch` is 0
-    (load a region's streamed parameters once the previous streamed region has computed)
-    or 1 (one region ahead, overlapping its transfer with the previous computation)."""
-    return _Lowering(runner, region_names, machine, devices, resident, compute_s, prefetch).run()
+    prefetch: int,
+    cpu_slots: int,
+    capacities: Sequence[int] | None = None,
+    weights: WeightsFile | None = None,
+    streamed: frozenset[int] = frozenset(),
+    io_depth: int = 1,
+) -> LoweredProgram:
+    """The Program of placement `devices`/`resident` (per region) of `runner`'s regions on
+    `machine`. compute_s[region][device]: a region's predicted seconds on each device.
+    `capacities`: per tier (but disk) the most bytes the program may hold (default:
+    unbounded, for ranking placements). With `weights`, the bound tensors are ranges of
+    that file: the regions in `streamed` (CPU regions, their own weights) load theirs on
+    every call and the rest are loaded once. Raises MemoryCapacityError (from the core)
+    when the memory plan exceeds a capacity."""
+    return _Lowering(runner, region_names, machine, devices, resident, compute_s, prefetch, weights, streamed).run(
+        cpu_slots, io_depth, capacities
+    )
+
+
+@dataclass
+class _Op:
+    kind: object
+    queue: int
+    reads: list[int]
+    writes: list[int]
+    deps: set[int]
+    label: str
+    seconds: float
+    declared_s: float = 0.0
+    region: int = -1
 
 
 class _Lowering:
-    def __init__(self, runner, region_names, machine, devices, resident, compute_s, prefetch) -> None:
-        self.runner, self.names, self.machine = runner, region_names, machine
-        self.devices, self.resident, self.compute_s = devices, resident, compute_s
-        self.prefetch = prefetch
-        self.slot_tier = [RAM] * runner.slot_count
-        self.slot_bytes = list(runner.slot_bytes)
-        self.producer: dict[int, int] = {}  # slot -> step that writes it
-        self.copies: dict[tuple[int, int], int] = {}  # (slot, tier) -> slot holding a copy there
-        self.steps: list[Step] = []
-        self.last_on_resource: dict[tuple[str, int], int] = {}  # serial queues: ("device"|"link", index)
-        self.aliases: list[tuple[int, int]] = []
-        self.pinned: set[int] = set()  # slots never freed
+    def __init__(self, runner, names, machine, devices, resident, compute_s, prefetch, weights, streamed) -> None:
+        self.runner, self.names, self.machine = runner, list(names), machine
+        self.devices, self.resident, self.compute_s = list(devices), list(resident), compute_s
+        self.prefetch, self.weights = prefetch, weights
+        self.bound = runner.bound_count
+        self.virtual = [machine.devices[d].virtual is not None for d in self.devices]
+        if weights is not None and any(self.virtual):
+            raise AssertionError("weights stream from disk on the CPU only")
+        self.streamed_from_disk = sorted(r for r in streamed if not self.virtual[r])
+        self.disk_tier = len(machine.tier_names) if weights is not None else None
+        self.buffers: list[dict] = []
+        self.ops: list[_Op] = []
+        self.producer: dict[int, int] = {}  # buffer -> op that writes it
+        self.value_of: dict[int, int] = {}  # buffer -> the slot whose value it holds
+        self.on_tier: dict[tuple[int, int], int] = {}  # (slot, tier) -> buffer holding its value there
+        self.last_on_queue: dict[int, int] = {}  # serial queues: queue -> its last op
+        self.preset: list[tuple[int, int]] = []
+        self.carried: dict[int, int] = {}
+        self.kept: set[int] = set()  # buffers never freed by the program
+        self.weight_free: dict[int, int] = {}  # region -> the Free of its streamed weights
+        self.region_of: dict[int, int] = {}
+        self.operands: dict[int, tuple[tuple[int, ...], tuple[int, ...]]] = {}
+        self.disk_resident: dict[int, int] = {}
+        self.disk_streamed: dict[int, list[StreamedWeight]] = {}
 
-    def new_slot(self, tier: int, nbytes: int) -> int:
-        self.slot_tier.append(tier)
-        self.slot_bytes.append(nbytes)
-        return len(self.slot_tier) - 1
+    # Building blocks -------------------------------------------------------------------
 
-    def tier_of_device(self, device: int) -> int:
-        return self.machine.devices[device].tier
+    def size(self, slot: int) -> int:
+        """A value's planned bytes; 0 for one the Python side carries (not one tensor of static shape)."""
+        return self.runner.slot_bytes[slot] if self.runner.slot_meta[slot] is not None else 0
 
-    def emit(self, **fields) -> int:
-        step = Step(id=len(self.steps), **fields)
-        self.steps.append(step)
-        for slot in step.dst_slots:
-            self.producer[slot] = step.id
-        return step.id
+    def buffer(self, tier: int, slot: int | None, lifetime, label: str, register: bool = True, **extra) -> int:
+        """A new buffer; with `register`, the one later readers on `tier` use for `slot`."""
+        nbytes = extra.pop("nbytes", self.size(slot) if slot is not None else 0)
+        ident = len(self.buffers)
+        self.buffers.append(dict(id=ident, tier=tier, bytes=nbytes, lifetime=lifetime, label=label, **extra))
+        if slot is not None:
+            self.value_of[ident] = slot
+            if register:
+                self.on_tier.setdefault((slot, tier), ident)
+        return ident
 
-    def queue_after(self, queue: tuple[str, int], deps: set[int]) -> tuple[int, ...]:
-        """deps, plus the previous step of the same serial queue."""
-        previous = self.last_on_resource.get(queue)
-        if previous is not None:
-            deps = deps | {previous}
-        return tuple(sorted(deps))
+    def emit(self, op: _Op, serial: bool = False) -> int:
+        ident = len(self.ops)
+        if serial and op.queue in self.last_on_queue:
+            op.deps.add(self.last_on_queue[op.queue])
+        if serial:
+            self.last_on_queue[op.queue] = ident
+        self.ops.append(op)
+        for buffer in op.writes:
+            self.producer[buffer] = ident
+        return ident
 
-    def transfer(self, sources: list[int], to_tier: int, deps: set[int], label: str) -> list[int]:
-        from_tier = self.slot_tier[sources[0]]
+    def tier_of(self, region: int) -> int:
+        return self.machine.devices[self.devices[region]].tier
+
+    def compute_queue(self, region: int) -> int:
+        tier = self.tier_of(region)
+        return CPU_QUEUE if tier == RAM else 2 + 3 * (tier - 1)
+
+    def link_queue(self, from_tier: int, to_tier: int) -> int:
+        return 2 + 3 * (max(from_tier, to_tier) - 1) + (1 if from_tier == RAM else 2)
+
+    def copy(self, sources: list[int], to_tier: int, deps: set[int], label: str, register: bool = True) -> list[int]:
+        """One Copy of `sources` (all on one tier) to `to_tier`, on their link; with
+        `register`, later readers there use the copies (streamed weights are their region's alone)."""
+        from_tier = self.buffers[sources[0]]["tier"]
+        targets = []
+        for source in sources:
+            slot = self.value_of[source]
+            target = self.buffer(to_tier, slot, LIFE.Transient, f"{label} {slot}", register)
+            if self.size(slot) == 0:
+                self.carried[target] = source
+            targets.append(target)
         link = self.machine.link(from_tier, to_tier)
-        copies = [self.new_slot(to_tier, self.slot_bytes[s]) for s in sources]
-        nbytes = sum(self.slot_bytes[s] for s in sources)
-        seconds = self.machine.link_seconds(link, nbytes)
-        step = self.emit(
-            kind="transfer",
-            region=-1,
-            resource=link,
-            resource_name=self.machine.link_names[link],
-            tier=to_tier,
-            src_slots=tuple(sources),
-            dst_slots=tuple(copies),
-            nbytes=nbytes,
-            seconds=seconds,
-            declared_s=seconds,
-            deps=self.queue_after(("link", link), deps),
-            label=f"{label} -> {self.machine.tier_names[to_tier]}",
-        )
-        self.last_on_resource[("link", link)] = step
-        return copies
+        seconds = self.machine.link_seconds(link, sum(self.buffers[s]["bytes"] for s in sources))
+        name = f"{label} -> {self.machine.tier_names[to_tier]}"
+        queue = self.link_queue(from_tier, to_tier)
+        self.emit(_Op(K.Copy, queue, sources, targets, deps, name, seconds, seconds), serial=True)
+        return targets
 
-    def copies_on(self, slots: list[int], tier: int) -> dict[int, int]:
-        """Each slot's value on `tier`, copying what is not there yet (through RAM between devices)."""
+    def values_on(self, slots: list[int], tier: int) -> dict[int, int]:
+        """Each slot's buffer on `tier`, copying what is not there yet (through RAM between devices)."""
         found, missing = {}, []
         for slot in dict.fromkeys(slots):
-            if self.slot_tier[slot] == tier:
-                found[slot] = slot
-            elif (slot, tier) in self.copies:
-                found[slot] = self.copies[(slot, tier)]
+            if (slot, tier) in self.on_tier:
+                found[slot] = self.on_tier[(slot, tier)]
             else:
                 missing.append(slot)
         if not missing:
             return found
-        through_ram = [s for s in missing if tier != RAM and self.slot_tier[s] != RAM]
-        in_ram = self.copies_on(through_ram, RAM) if through_ram else {}
-        groups: dict[tuple[int, int], list[tuple[int, int]]] = defaultdict(list)
+        through_ram = [s for s in missing if tier != RAM and (s, RAM) not in self.on_tier]
+        if through_ram:
+            self.values_on(through_ram, RAM)
+        groups: dict[tuple[int, int], list[int]] = defaultdict(list)
         for slot in missing:
-            source = in_ram.get(slot, slot)
-            groups[(self.producer.get(source, -1), self.slot_tier[source])].append((slot, source))
-        for (producer, _), members in sorted(groups.items()):
-            origin = self.steps[producer].label.split(" -> ")[0] if producer >= 0 else "inputs"
-            label = f"{origin} out" if producer >= 0 and self.steps[producer].kind == "compute" else origin
-            copies = self.transfer([s for _, s in members], tier, {producer} - {-1}, label)
-            for (slot, _), copy in zip(members, copies):
-                self.copies[(slot, tier)] = copy
-                found[slot] = copy
+            source = self.on_tier.get((slot, RAM)) if tier != RAM else self.any_copy(slot)
+            groups[(self.producer.get(source, -1), self.buffers[source]["tier"])].append(source)
+        for (producer, _), sources in sorted(groups.items()):
+            origin = self.ops[producer].label if producer >= 0 else "inputs"
+            for source, target in zip(sources, self.copy(sources, tier, {producer} - {-1}, f"{origin} out")):
+                found[self.value_of[source]] = target
         return found
 
-    def run(self) -> LoweredPlan:
-        runner, machine = self.runner, self.machine
-        bound = set(range(runner.bound_count))
-        on_virtual = [machine.devices[d].virtual is not None for d in self.devices]
-        # Resident parameters: one copy per device, made at build time.
-        alias_of: dict[tuple[int, int], int] = {}
-        for region, kernel in enumerate(runner.kernels):
-            if on_virtual[region] and self.resident[region]:
-                tier = self.tier_of_device(self.devices[region])
+    def any_copy(self, slot: int) -> int:
+        """The buffer that first held `slot`'s value (on the tier that made it)."""
+        return min(buffer for (s, _), buffer in self.on_tier.items() if s == slot)
+
+    # Weights ---------------------------------------------------------------------------
+
+    def weights_in_ram(self) -> None:
+        """The bound tensors in RAM (the model's own, or loaded once from the file), but
+        those streamed from the file."""
+        streamed = {s for r in self.streamed_from_disk for s in self.own_weights(r)}
+        for slot in range(self.bound):
+            if slot in streamed:
+                continue
+            if self.weights is None:
+                buffer = self.buffer(RAM, slot, LIFE.Resident, f"weight {slot}", torch_owned=True)
+            else:
+                place = self.weights.ranges[slot]
+                buffer = self.buffer(
+                    RAM, slot, LIFE.Resident, f"weight {slot}", nbytes=place.nbytes, shape=list(place.shape)
+                )
+                self.disk_resident[slot] = buffer
+            self.preset.append((buffer, slot))
+
+    def own_weights(self, region: int) -> list[int]:
+        return self.runner.own_weights.get(region, [])
+
+    def resident_on_devices(self) -> None:
+        """Resident parameters of regions on virtual devices: the host tensors, counted once per device."""
+        for region, kernel in enumerate(self.runner.kernels):
+            if self.virtual[region] and self.resident[region]:
+                tier = self.tier_of(region)
                 for slot in kernel.in_slots:
-                    if slot in bound and (slot, tier) not in alias_of:
-                        alias_of[(slot, tier)] = self.new_slot(tier, self.slot_bytes[slot])
-                        self.aliases.append((alias_of[(slot, tier)], slot))
-        self.pinned.update(alias_of.values())
+                    if slot < self.bound and (slot, tier) not in self.on_tier:
+                        buffer = self.buffer(tier, slot, LIFE.Resident, f"weight {slot}", torch_owned=True)
+                        self.preset.append((buffer, slot))
 
-        streamed: dict[int, list[int]] = defaultdict(list)  # device -> its streamed regions, in order
-        for region in range(len(runner.kernels)):
-            if on_virtual[region] and not self.resident[region]:
-                if any(
-                    s in bound and (s, self.tier_of_device(self.devices[region])) not in alias_of
-                    for s in runner.kernels[region].in_slots
-                ):
-                    streamed[self.devices[region]].append(region)
-        stream_slots: dict[int, dict[int, int]] = {}  # region -> bound slot -> its streamed copy
-        computed: dict[int, int] = {}  # region -> its compute step
+    def streamed_queues(self) -> dict[int, list[int]]:
+        """Per queue that streams weights (io, or a device's h2d link), its streamed regions in order."""
+        queues: dict[int, list[int]] = defaultdict(list)
+        for region in self.streamed_from_disk:
+            queues[IO_QUEUE].append(region)
+        for region, kernel in enumerate(self.runner.kernels):
+            if self.virtual[region] and not self.resident[region]:
+                tier = self.tier_of(region)
+                if any(s < self.bound and (s, tier) not in self.on_tier for s in kernel.in_slots):
+                    queues[self.link_queue(RAM, tier)].append(region)
+        return queues
 
-        def stream(region: int) -> None:
-            if region in stream_slots:
-                return
-            device = self.devices[region]
-            tier = self.tier_of_device(device)
-            order = streamed[device]
-            k = order.index(region)
-            # Wait until the streamed region `prefetch` + 1 places back has computed.
-            back = k - 1 - self.prefetch
-            deps = {computed[order[back]]} if back >= 0 and order[back] in computed else set()
-            params = [
-                s for s in dict.fromkeys(runner.kernels[region].in_slots) if s in bound and (s, tier) not in alias_of
-            ]
-            copies = self.transfer(params, tier, deps, f"{self.names[region]} params")
-            stream_slots[region] = dict(zip(params, copies))
+    def stream_through(self, queue: int, order: list[int], last: int, weights_of: dict[int, dict[int, int]]) -> None:
+        """Issues the streamed weights of order[: last + 1] not issued yet."""
+        for index in range(min(last, len(order) - 1) + 1):
+            region = order[index]
+            if region in weights_of:
+                continue
+            earlier = index - self.prefetch - 1
+            deps = {self.weight_free[order[earlier]]} if earlier >= 0 else set()
+            if queue == IO_QUEUE:
+                weights_of[region] = self.load(region, deps)
+            else:
+                tier = self.tier_of(region)
+                slots = [s for s in dict.fromkeys(self.runner.kernels[region].in_slots) if s < self.bound]
+                params = [self.on_tier[(s, RAM)] for s in slots if (s, tier) not in self.on_tier]
+                copies = self.copy(params, tier, deps, f"{self.names[region]} params", register=False)
+                weights_of[region] = {self.value_of[p]: c for p, c in zip(params, copies)}
 
-        for region, kernel in enumerate(runner.kernels):
-            device = self.devices[region]
-            tier = self.tier_of_device(device)
-            if region in (order := streamed.get(device, [])):
-                stream(region)
-            values = [s for s in kernel.in_slots if s not in bound]
-            placed = self.copies_on(values, tier)
-            inputs = []
-            for slot in kernel.in_slots:
-                if slot not in bound:
-                    inputs.append(placed[slot])
-                elif tier == RAM:
-                    inputs.append(slot)
-                else:
-                    inputs.append(alias_of.get((slot, tier)) or stream_slots[region][slot])
-            outputs = list(kernel.out_slots)
-            for slot in outputs:
-                self.slot_tier[slot] = tier
-            deps = {self.producer[s] for s in inputs if s in self.producer}
-            queue = ("device", device)
-            seconds = float(self.compute_s[region][device])
-            plan_device = machine.devices[device]
-            step = self.emit(
-                kind="compute",
-                region=region,
-                resource=device,
-                resource_name=plan_device.name,
-                tier=tier,
-                src_slots=tuple(inputs),
-                dst_slots=tuple(outputs),
-                nbytes=0,
-                seconds=seconds,
-                declared_s=seconds if plan_device.virtual is not None else 0.0,
-                # The CPU runs as many regions at once as it has workers; a device, one.
-                deps=self.queue_after(queue, deps) if plan_device.virtual is not None else tuple(sorted(deps)),
-                label=self.names[region],
+    def load(self, region: int, deps: set[int]) -> dict[int, int]:
+        loaded, self.disk_streamed[region] = {}, []
+        for slot in self.own_weights(region):
+            place = self.weights.ranges[slot]
+            source = self.buffer(
+                self.disk_tier,
+                None,
+                LIFE.Resident,
+                f"weight {slot} on disk",
+                nbytes=place.nbytes,
+                file=0,
+                file_offset=place.offset,
+                crc32c=place.crc32c,
             )
-            computed[region] = step
-            if plan_device.virtual is not None:
-                self.last_on_resource[queue] = step
-            if region in order and order.index(region) + 1 < len(order):
-                stream(order[order.index(region) + 1])
+            name = f"{self.names[region]} weight {slot}"
+            target = self.buffer(RAM, None, LIFE.Transient, name, nbytes=place.nbytes)
+            self.emit(_Op(K.Load, IO_QUEUE, [source], [target], set(deps), f"load {name}", -1.0))
+            self.disk_streamed[region].append(StreamedWeight(slot, target, place.nbytes))
+            loaded[slot] = target
+        return loaded
 
-        return self.finish(bound)
+    # The program -----------------------------------------------------------------------
 
-    def finish(self, bound: set[int]) -> LoweredPlan:
+    def run(self, cpu_slots: int, io_depth: int, capacities) -> LoweredProgram:
+        runner = self.runner
+        self.weights_in_ram()
+        for slot in runner.input_slots:
+            self.preset.append((self.buffer(RAM, slot, LIFE.Input, f"input {slot}"), slot))
+        self.resident_on_devices()
+        queues = self.streamed_queues()
+        weights_of: dict[int, dict[int, int]] = {}  # streamed region -> slot -> its streamed buffer
+        for region, kernel in enumerate(runner.kernels):
+            tier = self.tier_of(region)
+            for queue, order in queues.items():
+                ahead = sum(1 for r in order if r < region) + self.prefetch
+                self.stream_through(queue, order, ahead, weights_of)
+            mine = weights_of.get(region, {})
+            placed = self.values_on([s for s in kernel.in_slots if s not in mine], tier)
+            inputs = [mine.get(slot, placed.get(slot)) for slot in kernel.in_slots]
+            label = f"{self.names[region]} out"
+            outputs = [self.buffer(tier, slot, LIFE.Transient, label) for slot in kernel.out_slots]
+            for slot, buffer in zip(kernel.out_slots, outputs):
+                self.on_tier[(slot, tier)] = buffer
+            deps = {self.producer[b] for b in inputs if b in self.producer}
+            seconds = float(self.compute_s[region][self.devices[region]])
+            declared = seconds if self.virtual[region] else 0.0
+            op = _Op(
+                K.Compute, self.compute_queue(region), inputs, outputs, deps, self.names[region], seconds, declared
+            )
+            op.region = region
+            compute = self.emit(op, serial=self.virtual[region])
+            self.region_of[compute] = region
+            self.operands[compute] = (tuple(inputs), tuple(outputs))
+            if mine:
+                free = _Op(
+                    K.Free,
+                    CPU_QUEUE,
+                    sorted(set(mine.values())),
+                    [],
+                    {compute},
+                    f"free {self.names[region]} weights",
+                    0.0,
+                )
+                self.weight_free[region] = self.emit(free)
+        return self.finish(cpu_slots, io_depth, capacities)
+
+    def finish(self, cpu_slots: int, io_depth: int, capacities) -> LoweredProgram:
         runner = self.runner
         returned = [slot for slot, _ in runner.outputs if slot is not None] + [slot for slot, _ in runner.mutations]
-        in_ram = self.copies_on(returned, RAM)
+        in_ram = self.values_on(returned, RAM)
+        self.kept.update(in_ram.values())
         outputs = tuple((in_ram[slot] if slot is not None else None, constant) for slot, constant in runner.outputs)
-        mutations = tuple((in_ram[slot], buffer) for slot, buffer in runner.mutations)
-        inputs = {slot for slot in range(runner.slot_count) if slot not in self.producer}  # weights, user inputs
-        kept = self.pinned | bound | inputs | set(in_ram.values())
-        readers = [0] * len(self.slot_tier)
-        for step in self.steps:
-            for slot in step.src_slots:
-                readers[slot] += 1
-        initial = [0] * len(self.machine.tier_names)
-        initial[RAM] = sum(self.slot_bytes[slot] for slot in inputs)
-        for alias, _ in self.aliases:
-            initial[self.slot_tier[alias]] += self.slot_bytes[alias]
-        return LoweredPlan(
-            steps=tuple(self.steps),
-            slot_count=len(self.slot_tier),
-            slot_tier=tuple(self.slot_tier),
-            slot_bytes=tuple(self.slot_bytes),
-            aliases=tuple(self.aliases),
-            readers=tuple(readers),
-            freeable=tuple(slot not in kept for slot in range(len(self.slot_tier))),
+        mutations = tuple(in_ram[slot] for slot, _ in runner.mutations)
+        ops = self.with_frees()
+        return self.program(ops, outputs, mutations, cpu_slots, io_depth, capacities)
+
+    def with_frees(self) -> list[tuple[int, _Op]]:
+        """The ops (with their old ids) and a Free after each last reader of transient buffers."""
+        readers: dict[int, list[int]] = defaultdict(list)
+        for ident, op in enumerate(self.ops):
+            if op.kind != K.Free:
+                for buffer in op.reads:
+                    readers[buffer].append(ident)
+        freed_by_weights = {b for op in self.ops if op.kind == K.Free for b in op.reads}
+        last: dict[int, list[int]] = defaultdict(list)
+        for buffer, spec in enumerate(self.buffers):
+            if spec["lifetime"] != LIFE.Transient or buffer in self.kept or buffer in freed_by_weights:
+                continue
+            last[max(readers.get(buffer, [self.producer[buffer]]))].append(buffer)
+        ordered: list[tuple[int, _Op]] = []
+        for ident, op in enumerate(self.ops):
+            ordered.append((ident, op))
+            if ident in last:
+                freed = last[ident]
+                deps = {self.producer[b] for b in freed} | {r for b in freed for r in readers.get(b, [])}
+                label = f"free after {op.label}"
+                ordered.append((-1, _Op(K.Free, CPU_QUEUE, freed, [], deps, label, 0.0)))
+        return ordered
+
+    def program(self, ordered, outputs, mutations, cpu_slots, io_depth, capacities) -> LoweredProgram:
+        machine = self.machine
+        new_id = {old: new for new, (old, _) in enumerate(ordered) if old >= 0}
+        copy_sources = {b for _, op in ordered if op.kind == K.Copy for b in op.reads}
+        views = {}
+        for spec in self.buffers:
+            buffer, slot = spec["id"], self.value_of.get(spec["id"])
+            if buffer in self.producer and self.ops[self.producer[buffer]].kind == K.Compute:
+                spec["torch_owned"] = buffer not in copy_sources or spec["bytes"] == 0
+            core_held = not spec.get("torch_owned") and spec["lifetime"] != LIFE.Input and "file" not in spec
+            if core_held and buffer not in self.carried and spec["bytes"] > 0:
+                views[buffer] = self.view_meta(buffer, slot)
+        buffers = [_core.Buffer(**spec) for spec in self.buffers]
+        instructions = []
+        queue_names = self.queue_names()
+        for new, (_, op) in enumerate(ordered):
+            instructions.append(
+                _core.Instruction(
+                    new,
+                    op.kind,
+                    region=op.region,
+                    device=queue_names[op.queue],
+                    label=op.label,
+                    deps=sorted(new_id[d] for d in op.deps),
+                    queue=op.queue,
+                    reads=list(op.reads),
+                    writes=list(op.writes),
+                    declared_us=op.declared_s * 1e6,
+                )
+            )
+        tier_capacities = list(capacities) if capacities is not None else [UNBOUNDED] * len(machine.tier_names)
+        tiers = [
+            _core.Tier(name, _core.TierKind.Host if tier == RAM else _core.TierKind.Device, capacity)
+            for tier, (name, capacity) in enumerate(zip(machine.tier_names, tier_capacities))
+        ]
+        files = []
+        if self.weights is not None:
+            tiers.append(_core.Tier("disk", _core.TierKind.Disk))
+            w = self.weights
+            files.append(_core.FileSpec(w.path, w.size, w.chunk_bytes, list(w.chunk_sha256)))
+        queues = [
+            _core.Queue("cpu", _core.QueueKind.Compute, cpu_slots),
+            _core.Queue("io", _core.QueueKind.Io, io_depth),
+        ]
+        for device in machine.devices:
+            if device.virtual is not None:
+                queues += [
+                    _core.Queue(device.name, _core.QueueKind.Compute, 1),
+                    _core.Queue(f"{device.name}.h2d", _core.QueueKind.Link, 1),
+                    _core.Queue(f"{device.name}.d2h", _core.QueueKind.Link, 1),
+                ]
+        kept = sorted(b for b in self.kept if self.buffers[b]["lifetime"] == LIFE.Transient)
+        program = _core.Program(tiers, queues, files, buffers, instructions, kept)
+        return LoweredProgram(
+            program=program,
+            seconds=tuple(op.seconds for _, op in ordered),
+            prefetch=self.prefetch,
+            region_names=tuple(self.names),
+            region_of={new_id[old]: region for old, region in self.region_of.items()},
+            operands={new_id[old]: operands for old, operands in self.operands.items()},
+            preset=tuple(self.preset),
+            carried=dict(self.carried),
+            views=views,
             outputs=outputs,
             mutations=mutations,
-            initial_bytes=tuple(initial),
-            prefetch=self.prefetch,
+            resident=dict(self.disk_resident),
+            streamed={r: tuple(ws) for r, ws in self.disk_streamed.items()},
         )
+
+    def view_meta(self, buffer: int, slot: int | None) -> tuple[torch.dtype, tuple[int, ...]]:
+        if slot is None:  # a streamed weight
+            weight = next(w for ws in self.disk_streamed.values() for w in ws if w.buffer == buffer)
+            place = self.weights.ranges[weight.slot]
+            return place.dtype, place.shape
+        if slot in self.disk_resident and self.weights is not None:
+            place = self.weights.ranges[slot]
+            return place.dtype, place.shape
+        return self.runner.slot_meta[slot]
+
+    def queue_names(self) -> list[str]:
+        names = ["cpu", "io"]
+        for device in self.machine.devices:
+            if device.virtual is not None:
+                names += [device.name, f"{device.name}.h2d", f"{device.name}.d2h"]
+        return names

@@ -11,14 +11,12 @@ import functools
 import logging
 from dataclasses import dataclass
 
-from .. import _core
 from ..errors import InvalidArgumentError, UnsupportedError
 from ..hardware.virtual import VirtualDevice
 
 log = logging.getLogger(__name__)
 
 RAM = 0  # tier index of host RAM
-HOST_MEMORY_BYTES_PER_S = 20e9  # only for the CPU's row in the simulator; its times are measured
 
 
 @dataclass(frozen=True)
@@ -73,22 +71,6 @@ class PlanMachine:
     def slowest_link_bytes_per_s(self) -> float:
         rates = [d.virtual.link_bandwidth for d in self.devices if d.virtual is not None]
         return min(rates) if rates else 0.0
-
-    def core_model(self, cpu_flops_per_s: float) -> _core.MachineModel:
-        """The simulator's view; device i is devices[i], tiers and links as above."""
-        tiers = [_core.TierModel(name, capacity) for name, capacity in zip(self.tier_names, self.tier_capacities())]
-        devices = []
-        for device in self.devices:
-            spec = device.virtual
-            flops = spec.flops if spec else cpu_flops_per_s
-            bandwidth = (spec.memory_bandwidth or 1e18) if spec else HOST_MEMORY_BYTES_PER_S
-            devices.append(_core.DeviceModel(device.name, max(flops, 1.0), bandwidth, device.tier))
-        links = []
-        for index, name in enumerate(self.link_names):
-            spec = self.device_on_tier(index // 2 + 1).virtual
-            ends = (RAM, index // 2 + 1) if index % 2 == 0 else (index // 2 + 1, RAM)
-            links.append(_core.LinkModel(name, *ends, spec.link_bandwidth, spec.link_latency_s))
-        return _core.MachineModel(tiers, devices, links)
 
 
 def resolve_machine(devices: object, machine: tuple[VirtualDevice, ...], ram_bytes: int) -> PlanMachine:

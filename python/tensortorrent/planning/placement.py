@@ -1,18 +1,18 @@
 """Placement: which device each region computes on and which parameters stay resident.
 
 The native search proposes finalists on its fast list-schedule estimate; each finalist is
-lowered to the steps it would really run and simulated (link contention, prefetch
+lowered to the Program it would really run and simulated (queue contention, prefetch
 overlap, memory over time), and the simulator's figures rank them under the objective.
-A finalist whose simulated memory overflows a tier is never chosen.
+A finalist whose memory plan overflows a tier is never chosen. The chosen one's Program,
+with the tiers' real capacities and the simulated times, is the one that runs.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
-from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .. import _core
 from ..errors import PlanningError
@@ -20,7 +20,7 @@ from ..objective import ObjectiveFunction, PlanMeasures
 from ..observe.units import format_bytes
 from ..partition import Region
 from .costs import RegionCost
-from .lowering import LoweredPlan, lower
+from .lowering import LoweredProgram, lower, simulated_us
 from .machine import RAM, PlanMachine
 
 UNLIMITED_BYTES = 1 << 62  # the CPU's residency room: its weights are in RAM already
@@ -32,11 +32,11 @@ class Candidate:
 
     devices: tuple[int, ...]
     resident: tuple[bool, ...]
-    lowered: LoweredPlan
-    simulated: _core.SimResult
+    program: LoweredProgram
+    simulated: _core.ProgramSimResult
     measures: PlanMeasures
     value: float
-    over_capacity: tuple[str, ...]  # tiers whose simulated peak exceeds their capacity
+    over_capacity: tuple[str, ...]  # tiers whose memory plan exceeds their capacity
 
 
 @dataclass(frozen=True)
@@ -91,12 +91,12 @@ class PlacementContext:
         costs: Sequence[RegionCost],
         machine: PlanMachine,
         objective: ObjectiveFunction,
+        cpu_slots: int = 1,
     ) -> None:
-        self.runner, self.machine, self.objective = runner, machine, objective
+        self.runner, self.machine, self.objective, self.cpu_slots = runner, machine, objective, cpu_slots
         self.names = [r.name for r in regions]
         self.table = compute_table(runner, costs, machine)
         _check_every_region_runs_somewhere(runner, regions, self.table, machine)
-        self.model = machine.core_model(_cpu_flops_per_s(costs))
         self.problem = _problem(runner, regions, costs, self.table, machine)
         self.simulated: dict[tuple, Candidate] = {}  # (devices, resident) -> its candidate
 
@@ -119,7 +119,7 @@ class PlacementContext:
         return self.simulate(devices, tuple(_core.assign_residency(self.problem, list(devices)).resident))
 
     def simulate(self, devices: tuple[int, ...], resident: tuple[bool, ...]) -> Candidate:
-        """The placement lowered to its steps, simulated and valued (each placement once)."""
+        """The placement lowered to its program, simulated and valued (each placement once)."""
         key = (devices, resident)
         if key not in self.simulated:
             self.simulated[key] = self._simulate(devices, resident)
@@ -134,17 +134,19 @@ class PlacementContext:
         return ahead if one_by_one.over_capacity else one_by_one
 
     def _simulate_with(self, devices: tuple[int, ...], resident: tuple[bool, ...], prefetch: int) -> Candidate:
-        lowered = lower(self.runner, self.names, self.machine, devices, resident, self.table, prefetch)
-        result = _core.simulate(self.model, lowered.sim_tasks(), list(lowered.initial_bytes))
-        busy: dict[tuple[str, int], float] = defaultdict(float)
-        for step, start, end in zip(lowered.steps, result.start_s, result.end_s):
-            busy[(step.kind, step.resource)] += end - start
+        lowered = lower(self.runner, self.names, self.machine, devices, resident, self.table, prefetch, self.cpu_slots)
+        result = _core.simulate_program(lowered.program, list(lowered.seconds))
         measures = PlanMeasures(
             latency_s=result.makespan_s,
-            bottleneck_s=max(busy.values(), default=0.0),
+            bottleneck_s=max(result.busy_s, default=0.0),
             traffic_bytes=sum(result.bytes_moved),
         )
-        over = tuple(self.machine.tier_names[t] for t in result.over_capacity_tiers)
+        capacities = self.machine.tier_capacities()
+        over = tuple(
+            name
+            for name, needed, allowed in zip(self.machine.tier_names, result.arena_bytes, capacities)
+            if needed > allowed
+        )
         return Candidate(devices, resident, lowered, result, measures, self.objective.value(measures), over)
 
 
@@ -163,10 +165,11 @@ def place(
     machine: PlanMachine,
     objective: ObjectiveFunction,
     threads: int = 1,
+    cpu_slots: int = 1,
 ) -> Placement:
-    """The best placement of `regions` on `machine` under `objective`, with its finalists.
-    Raises PlanningError when no placement fits."""
-    context = PlacementContext(runner, regions, costs, machine, objective)
+    """The best placement of `regions` on `machine` under `objective`, with its finalists;
+    the CPU runs up to `cpu_slots` regions at once. Raises PlanningError when no placement fits."""
+    context = PlacementContext(runner, regions, costs, machine, objective, cpu_slots)
     searched = len(machine.devices) > 1
     if not searched:
         context.with_residency((0,) * len(regions))
@@ -181,8 +184,10 @@ def place(
     ranked = sorted(context.simulated.values(), key=rank_key)
     if ranked[0].over_capacity:
         _raise_overflow(ranked[0], machine)
+    best = ranked[0]
+    program = best.program.rebuilt(machine.tier_capacities(), simulated_us(best.simulated))
     table = tuple(tuple(row) for row in context.table)
-    finalists = tuple(ranked[:FINALISTS])
+    finalists = (replace(best, program=program), *ranked[1:FINALISTS])
     return Placement(machine, objective, table, finalists, searched=searched)
 
 
@@ -277,12 +282,6 @@ def _problem(runner, regions, costs, table, machine: PlanMachine) -> _core.Place
     return _core.PlacementProblem(placement_regions, devices, transfer, per_byte)
 
 
-def _cpu_flops_per_s(costs: Sequence[RegionCost]) -> float:
-    seconds = sum(c.cpu_seconds or 0.0 for c in costs)
-    flops = sum(c.flops for c in costs)
-    return flops / seconds if seconds > 0 and flops > 0 else 1e9
-
-
 def _check_every_region_runs_somewhere(runner, regions, table, machine: PlanMachine) -> None:
     for region in regions:
         if all(math.isinf(s) for s in table[region.index]):
@@ -301,12 +300,13 @@ def _check_every_region_runs_somewhere(runner, regions, table, machine: PlanMach
 
 def _raise_overflow(candidate: Candidate, machine: PlanMachine) -> None:
     tier = machine.tier_names.index(candidate.over_capacity[0])
-    needed = candidate.simulated.peak_bytes[tier]
+    needed = candidate.simulated.arena_bytes[tier]
     allowed = machine.tier_capacities()[tier]
     what = "host RAM" if tier == RAM else f"device {machine.tier_names[tier]}"
     raise PlanningError(
         f"no plan fits {what}: the best plan found needs {needed} bytes ({format_bytes(needed)}) there "
-        f"at its peak, and its budget allows {allowed} bytes ({format_bytes(allowed)})",
+        f"(its memory plan, which bounds every run order), and its budget allows {allowed} bytes "
+        f"({format_bytes(allowed)})",
         tier=machine.tier_names[tier],
         needed_bytes=needed,
         allowed_bytes=allowed,

@@ -48,36 +48,47 @@ def build_plan(
     """The executable plan of `placement` (default: every region on the CPU, its weights in
     RAM); `cpus` is the CPU budget (default: the cores this process may run on)."""
     cores = cpus or usable_cores()
-    if placement is None:
-        devices = tuple("cpu" for _ in regions)
-        instructions = [
-            _core.Instruction(
-                id=region.index,
-                kind=_core.InstructionKind.Compute,
-                region=region.index,
-                device="cpu",
-                label=region.name,
-                deps=region.deps,
-            )
-            for region in regions
-        ]
-        queues = 0
-    else:
-        chosen = placement.chosen
-        devices = tuple(placement.machine.devices[d].name for d in chosen.devices)
-        instructions = chosen.lowered.instructions(chosen.simulated)
-        # Each virtual device and link is a queue whose steps mostly wait: give each a thread.
-        queues = len({(s.kind, s.resource) for s in chosen.lowered.steps if s.declared_s > 0})
+    chosen = placement.chosen if placement is not None else None
+    devices = tuple(placement.machine.devices[d].name for d in chosen.devices) if chosen else ("cpu",) * len(regions)
     direct, reason = decide_direct_path(len(regions), config, on_cpu=all(d == "cpu" for d in devices))
+    if placement is not None and not placement.machine.is_cpu_only:
+        schedule = chosen.program.program.schedule  # runs as lowered
+    else:
+        # A CPU plan keeps its regions as a portable schedule: an artifact saves it, and
+        # loading it lowers it again.
+        schedule = _core.Schedule(region_instructions(regions, chosen.program if chosen else None))
     return ExecutionPlan(
-        schedule=_core.Schedule(instructions),
+        schedule=schedule,
         devices=devices,
         direct=direct,
         direct_reason=reason,
-        max_concurrent=config.max_concurrent_regions or cores + queues,
+        max_concurrent=config.max_concurrent_regions or cores,
         stall_timeout_s=float(config.stall_timeout_s),
         placement=placement,
     )
+
+
+def region_instructions(regions: list[Region], lowered=None) -> list[_core.Instruction]:
+    """One Compute per region, after the regions it reads, with the times the Compute of
+    `lowered` (a LoweredProgram, if any) was simulated at."""
+    times = {region.index: (-1.0, -1.0) for region in regions}
+    if lowered is not None:
+        for i in lowered.program.schedule.instructions:
+            if i.id in lowered.region_of:
+                times[lowered.region_of[i.id]] = (i.predicted_start_us, i.predicted_end_us)
+    return [
+        _core.Instruction(
+            id=region.index,
+            kind=_core.InstructionKind.Compute,
+            region=region.index,
+            device="cpu",
+            label=region.name,
+            deps=region.deps,
+            predicted_start_us=times[region.index][0],
+            predicted_end_us=times[region.index][1],
+        )
+        for region in regions
+    ]
 
 
 def decide_direct_path(region_count: int, config: CompileConfig, on_cpu: bool = True) -> tuple[bool, str]:

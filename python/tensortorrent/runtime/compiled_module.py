@@ -17,7 +17,7 @@ from .. import _core
 from ..capture.program import NormalizedProgram
 from ..capture.signature import InputSignature
 from ..config import CompileConfig
-from ..errors import ExecutionCancelled, ExecutionStalled, TensorTorrentError, UnsupportedError
+from ..errors import ExecutionCancelled, TensorTorrentError, UnsupportedError
 from ..files import write_text_atomically
 from ..observe.explain import explain
 from ..partition import Region
@@ -29,7 +29,6 @@ from ..planning.streaming import in_memory_plan
 from .call_handle import CallHandle
 from .plane_program import PlaneProgram
 from .program_runner import ProgramRunner, detach_outputs
-from .tiered_runner import TieredProgram
 
 
 @dataclass(frozen=True)
@@ -99,16 +98,12 @@ class CompiledModule(nn.Module):
         self._config = config
         self._runner = streamed.runner if streamed is not None else runner or ProgramRunner(program, regions)
         self._streams = streamed is not None
-        if streamed is None and not plan.direct and not plan.tiered:
+        if plan.tiered:
+            streamed = PlaneProgram(self._runner, plan.placement.chosen.program)
+        elif streamed is None and not plan.direct:
             # A CPU plan runs its Program on the data plane, its weights used in place.
             streamed = PlaneProgram(self._runner, in_memory_plan(self._runner, regions, plan, ram_budget_bytes))
         self._plane = streamed
-        self._tiered = None
-        if plan.tiered:
-            machine = plan.placement.machine
-            self._tiered = TieredProgram(
-                self._runner, plan.placement.chosen.lowered, machine.tier_names, machine.tier_capacities()
-            )
         self._origin = origin
         self._costs = region_costs(regions, cpu_seconds)
         # Each call has its own cancel token; request_cancel() reaches the calls running now.
@@ -117,9 +112,6 @@ class CompiledModule(nn.Module):
         # Calls that write buffers back into the model's shared tensors run one at a time.
         self._mutation_lock = threading.Lock() if self._runner.mutations else None
         self._submit_pool: ThreadPoolExecutor | None = None
-        # Virtual-device plans still run on the executor directly; the calling thread runs
-        # steps too, so the pool only needs the rest of the slots.
-        self._executor = _core.Executor(workers=max(1, plan.max_concurrent - 1)) if plan.tiered else None
         self._submodules = tuple(model.modules())
         self._report_lock = threading.Lock()
         # A plain list, not an attribute: nn.Module.__setattr__ costs microseconds per call.
@@ -164,39 +156,9 @@ class CompiledModule(nn.Module):
             outputs, report, peaks = self._plane.run(
                 flat, token, self._plan.stall_timeout_s, timeout_s=self._plan.stall_timeout_s
             )
-            self._last_peaks = {"ram": peaks[0]}
+            self._last_peaks = dict(zip(self._plane.tier_names, peaks))
             return outputs, report
-        if self._plan.direct:
-            return self._call_direct(flat, args, kwargs, token)
-        return self._call_tiered(flat, token)
-
-    def _run(self, kernel, token: _core.CancelToken) -> _core.RunReport:
-        plan = self._plan
-        with torch.no_grad():  # the caller's thread runs regions too
-            return self._executor.run(
-                plan.schedule,
-                kernel,
-                max_concurrent=plan.max_concurrent,
-                stall_timeout_s=plan.stall_timeout_s,
-                cancel=token,
-            )
-
-    def _call_tiered(self, flat: list[Any], token: _core.CancelToken):
-        # One call at a time: the plan gives each device's memory to a single call.
-        tiered = self._tiered
-        tiered.call_lock.acquire()
-        call = tiered.new_call(flat)
-        stalled = False
-        try:
-            report = self._run(call.run_step, token)
-            return call.finish(), report
-        except ExecutionStalled:
-            stalled = True
-            raise
-        finally:
-            self._last_peaks = tiered.peaks()
-            # After a stall the stuck step still runs: the next call waits until it returns.
-            call.end(tiered.call_lock.release, steps_may_run=stalled)
+        return self._call_direct(flat, args, kwargs, token)
 
     def _call_direct(self, flat: list[Any], args: tuple, kwargs: dict, token: _core.CancelToken):
         if token.consume():
@@ -263,9 +225,9 @@ class CompiledModule(nn.Module):
 
     @property
     def last_peak_bytes(self) -> dict[str, int]:
-        """Per virtual device, the most bytes its memory held during the last call (resident
-        parameters included); for a CPU plan run by the data plane, "ram": the residents plus
-        the most bytes the call held live at once. Empty on the direct path."""
+        """Per memory tier ("ram", then each virtual device), the most bytes the last call held
+        there: the residents plus the most of its own bytes live at once, counted as the
+        simulator counts them. Empty on the direct path."""
         return dict(self._last_peaks)
 
     @property

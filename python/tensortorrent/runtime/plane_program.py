@@ -1,10 +1,12 @@
-"""Runs a CPU plan's Program on the native data plane; Python is entered only for Compute.
+"""A lowered plan's Program bound to its data plane and kernels: CPU plans, weights streamed
+from disk, and plans on virtual devices alike.
 
 With weights on disk (a streaming plan), the core holds them: residents in its resident
 arena (read once through the I/O engine), streamed ones in each call's arena, written by
-`Load` instructions while other regions compute; region kernels see them as zero-copy
-tensor views. With weights in memory, the model's own tensors are used in place and the
-program counts them, with the activations, against the RAM budget.
+`Load` instructions while other regions compute. With weights in memory, the model's own
+tensors are used in place and the program counts them, with the activations, against
+each tier's budget. On virtual devices, copies between tiers are the core's own memcpy
+and every instruction lasts at least its declared time (see hardware/virtual.py).
 """
 
 from __future__ import annotations
@@ -15,18 +17,22 @@ import torch
 
 from .. import _core
 from ..observe.units import format_bytes
-from ..planning.streaming import StreamingPlan, WeightsFile
+from ..planning.lowering import UNBOUNDED, LoweredProgram, WeightsFile
+from .plane_call import PlaneCall
 from .program_runner import ProgramRunner
+
+K = _core.InstructionKind
+LIFE = _core.BufferLifetime
 
 
 class PlaneProgram:
-    """A CPU plan's Program bound to its data plane and kernels; shared by concurrent calls
-    (the core's ledger admits each only with room for its working set)."""
+    """A Program bound to its data plane and kernels; shared by concurrent calls (the
+    core's ledger admits each only with room for its working set on every tier)."""
 
     def __init__(
         self,
         runner: ProgramRunner,
-        plan: StreamingPlan,
+        plan: LoweredProgram,
         weights: WeightsFile | None = None,
         io: _core.IoEngine | None = None,
         reads: str = "",
@@ -39,10 +45,44 @@ class PlaneProgram:
         self.weights = weights
         self.io = io
         self.reads = reads
-        self.plane = _core.DataPlane(plan.program, io, workers=max(1, plan.program.queues[0].capacity - 1))
+        program = plan.program
+        queues = program.queues
+        # The caller's thread computes too; each virtual device's regions need a thread of their own.
+        devices = sum(1 for q in queues[2:] if q.kind == _core.QueueKind.Compute)
+        self.plane = _core.DataPlane(program, io, workers=max(1, queues[0].capacity - 1 + devices))
         if weights is not None:
             self.resident_tensors = self._load_residents()
             runner.rebind(self.bound_values())
+        self._readers, self._bound_inputs = self._call_facts()
+        self._bind_residents()
+
+    def _call_facts(self) -> tuple[list[int], tuple[int, ...]]:
+        """Per buffer, its Compute readers when it is torch's transient tensor (dropped after
+        the last); and the input buffers a Copy reads (bound to the caller's memory per call)."""
+        program, plan = self.plan.program, self.plan
+        buffers = program.buffers
+        outputs = set(program.outputs)
+        readers = [0] * len(buffers)
+        for reads, _ in plan.operands.values():
+            for buffer in reads:
+                spec = buffers[buffer]
+                if spec.torch_owned and spec.lifetime == LIFE.Transient and buffer not in outputs:
+                    readers[buffer] += 1
+        copied = {b for i in program.schedule.instructions if i.kind == K.Copy for b in i.reads}
+        inputs = tuple(b for b in sorted(copied) if buffers[b].lifetime == LIFE.Input and buffers[b].bytes > 0)
+        return readers, inputs
+
+    def _bind_residents(self) -> None:
+        """Tells the core where the model's own weights are that a Copy reads."""
+        program, values = self.plan.program, self.runner.bound_values
+        copied = {b for i in program.schedule.instructions if i.kind == K.Copy for b in i.reads}
+        self._bound_weights = []  # what the core reads: kept alive as long as the plane
+        for buffer, slot in self.plan.preset:
+            spec = program.buffers[buffer]
+            if buffer in copied and spec.torch_owned and spec.bytes > 0:
+                tensor = values[slot].contiguous()  # the core copies bytes as they lie
+                self._bound_weights.append(tensor)
+                self.plane.bind_resident(buffer, tensor.data_ptr(), tensor.nbytes)
 
     def predicted_s(self) -> float:
         """The simulated duration of one call (0 when the program carries no predictions)."""
@@ -64,18 +104,25 @@ class PlaneProgram:
             tensors[slot] = view.view(place.dtype).reshape(place.shape)
         return tensors
 
+    @property
+    def tier_names(self) -> list[str]:
+        """The tiers whose peaks a call reports: every one but disk."""
+        return [t.name for t in self.plan.program.tiers if t.kind != _core.TierKind.Disk]
+
     def describe(self) -> list[str]:
         """explain()'s lines: what streams, the prefetch distance, the memory plan and the program."""
         plan, program = self.plan, self.plan.program
         memory = program.memory_plan
         if self.weights is None:
-            return [
-                f"Data plane (ram budget {format_bytes(plan.budget_bytes)}): the model's own weights used in place; "
-                f"{format_bytes(memory.arena_bytes[0])} at most, {format_bytes(memory.peak_bytes[0])} live at the "
-                "peak in plan order",
-                "",
-                *self._program_lines(),
-            ]
+            lines = ["Data plane: the model's own weights used in place; per tier, its memory plan"]
+            for tier, name in enumerate(self.tier_names):
+                capacity = program.tiers[tier].capacity_bytes
+                budget = "unbounded" if capacity >= UNBOUNDED else f"budget {format_bytes(capacity)}"
+                lines.append(
+                    f"  {name}: {format_bytes(memory.arena_bytes[tier])} at most, "
+                    f"{format_bytes(memory.peak_bytes[tier])} live at the peak in plan order ({budget})"
+                )
+            return lines + ["", *self._program_lines()]
         resident = sum(self.weights.ranges[slot].nbytes for slot in plan.resident)
         lines = [
             f"Weights streamed from disk (ram_budget_bytes={plan.budget_bytes}, {format_bytes(plan.budget_bytes)})",
@@ -102,7 +149,7 @@ class PlaneProgram:
         for instruction in self.plan.program.schedule.instructions:
             deps = ",".join(str(d) for d in instruction.deps) or "-"
             lines.append(
-                f"  {instruction.id:>4} {instruction.device:<4} {str(instruction.kind).split('.')[-1]:<8} "
+                f"  {instruction.id:>4} {instruction.device:<8} {str(instruction.kind).split('.')[-1]:<8} "
                 f"{instruction.label:<40} after {deps}"
             )
         return lines
@@ -113,41 +160,12 @@ class PlaneProgram:
 
     def run(self, flat_inputs: list[Any], token: _core.CancelToken, stall_timeout_s: float, timeout_s: float):
         """One call: returns (outputs, run report, per-tier peak bytes)."""
-        plane, plan = self.plane, self.plan
+        plane = self.plane
         memory = plane.begin_call(timeout_s)
         try:
-            call = self.runner.new_call(flat_inputs)
-            env = call.env
-
-            def compute(instruction_id: int) -> None:
-                torch.set_grad_enabled(False)  # grad mode is per thread
-                region = plan.region_of[instruction_id]
-                weights = plan.streamed.get(region, ())
-                arenas = []
-                for weight in weights:
-                    view = plane.view(memory, weight.buffer)
-                    arenas.append((view.data_ptr(), view.data_ptr() + view.numel()))
-                    env[weight.slot] = view.view(weight.dtype).reshape(weight.shape)
-                call.run_region(region)
-                for weight in weights:
-                    env[weight.slot] = None
-                if arenas:
-                    _copy_out_aliases(env, self.runner.kernels[region].out_slots, arenas)
-
+            call = PlaneCall(self.runner, self.plan, plane, memory, flat_inputs, self._readers, self._bound_inputs)
             with torch.no_grad():  # the caller's thread computes too; its grad mode comes back after
-                report = plane.run(memory, compute, stall_timeout_s=stall_timeout_s, cancel=token)
-            outputs = call.finish()
-            return outputs, report, list(memory.peak_bytes)
+                report = plane.run(memory, call.compute, stall_timeout_s=stall_timeout_s, cancel=token)
+            return call.finish(), report, list(memory.peak_bytes)
         finally:
             plane.end_call(memory)
-
-
-def _copy_out_aliases(env: list, out_slots: tuple[int, ...], arenas: list[tuple[int, int]]) -> None:
-    """A region output that views a streamed weight (a transpose, a reshape, the weight
-    itself) is copied out: the weight's bytes are reused by a later load."""
-    for slot in out_slots:
-        value = env[slot]
-        if isinstance(value, torch.Tensor) and value.numel():
-            address = value.untyped_storage().data_ptr()
-            if any(begin <= address < end for begin, end in arenas):
-                env[slot] = value.clone()

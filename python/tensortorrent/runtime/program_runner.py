@@ -1,8 +1,7 @@
-"""Region kernels over one flat environment of value slots, and the state of one call."""
+"""Region kernels over one flat environment of value slots, and the inline run of one call."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -38,8 +37,12 @@ class ProgramRunner:
         self.slot_count = len(slot_of)
         self.bound_count = len(program.bound)
         self.slot_bytes = [0] * self.slot_count  # planned size of each value, from export's metadata
+        # Per slot: (dtype, shape) of a value that is one tensor of static shape, else None.
+        self.slot_meta: list[tuple[torch.dtype, tuple[int, ...]] | None] = [None] * self.slot_count
         for node, slot in slot_of.items():
             self.slot_bytes[slot] = value_bytes(node)
+            self.slot_meta[slot] = _tensor_meta(node)
+        self.input_slots = tuple(program.input_slots)
         self._bound_values = [b.tensor for b in program.bound]
 
         kept = {ref.node for ref in program.outputs if ref.node is not None}
@@ -65,6 +68,27 @@ class ProgramRunner:
         self.mutations = [(slot_of[node], buffer) for node, buffer in program.buffer_mutations]
         self.kept_slots = frozenset(slot_of[node] for node in kept)
         self.out_spec = program.out_spec
+        self.own_weights = self._own_weights()
+
+    def _own_weights(self) -> dict[int, list[int]]:
+        """Per region, the bound slots only it reads (and no output or mutation holds): the
+        weights it may stream."""
+        readers: dict[int, set[int]] = {}
+        for region, kernel in enumerate(self.kernels):
+            for slot in kernel.in_slots:
+                if slot < self.bound_count:
+                    readers.setdefault(slot, set()).add(region)
+        pinned = set(self.kept_slots) | {slot for slot, _ in self.outputs if slot is not None}
+        own: dict[int, list[int]] = {}
+        for slot, regions in sorted(readers.items()):
+            if len(regions) == 1 and slot not in pinned:
+                own.setdefault(next(iter(regions)), []).append(slot)
+        return own
+
+    @property
+    def bound_values(self) -> list[Any]:
+        """The bound slots' tensors (None where a weight streams in on every call)."""
+        return self._bound_values
 
     def rebind(self, values: list[Any]) -> None:
         """Replaces the bound tensors (weights the core now holds, or None where a weight
@@ -73,11 +97,11 @@ class ProgramRunner:
         self.mutations = [(slot, values[slot_of[id(buffer)]]) for slot, buffer in self.mutations]
         self._bound_values = list(values)
 
-    def new_call(self, flat_inputs: list[Any]) -> CallState:
-        """The state of one call: a fresh environment holding the bound tensors and inputs."""
+    def new_call(self, flat_inputs: list[Any]) -> InlineCall:
+        """A call run inline: a fresh environment holding the bound tensors and inputs."""
         env: list[Any] = self._bound_values + flat_inputs
         env.extend([None] * (self.slot_count - len(env)))
-        return CallState(self, env)
+        return InlineCall(self, env)
 
     def run_inline(self, flat_inputs: list[Any]) -> Any:
         """Runs every region in order on the calling thread (the direct path)."""
@@ -87,29 +111,26 @@ class ProgramRunner:
         return call.finish()
 
 
-class CallState:
-    """One call's environment. Region kernels of the call may run on several threads."""
+class InlineCall:
+    """One call whose regions run in order on the calling thread (the direct path and
+    profiling; the data plane runs every other call)."""
 
     def __init__(self, runner: ProgramRunner, env: list[Any]) -> None:
         self._runner = runner
         self.env = env
         self._readers_left = list(runner.readers)
-        self._lock = threading.Lock()
 
     def run_region(self, index: int) -> None:
-        """Runs region `index` on the calling thread; its inputs must be ready."""
+        """Runs region `index`; the regions before it must have run."""
         kernel = self._runner.kernels[index]
         env = self.env
         outputs = kernel.forward(*[env[slot] for slot in kernel.in_slots])
         for slot, value in zip(kernel.out_slots, outputs):
             env[slot] = value
-        if kernel.transient_in_slots:
-            # Regions of one call may finish in any order; the last reader frees the value.
-            with self._lock:
-                for slot in kernel.transient_in_slots:
-                    self._readers_left[slot] -= 1
-                    if self._readers_left[slot] == 0:
-                        env[slot] = None
+        for slot in kernel.transient_in_slots:  # the last reader frees the value
+            self._readers_left[slot] -= 1
+            if self._readers_left[slot] == 0:
+                env[slot] = None
 
     def finish(self) -> Any:
         """Applies buffer mutations and assembles the user's output structure."""
@@ -118,6 +139,13 @@ class CallState:
             buffer.copy_(env[slot])
         flat = [env[slot] if slot is not None else constant for slot, constant in self._runner.outputs]
         return detach_outputs(pytree.tree_unflatten(flat, self._runner.out_spec))
+
+
+def _tensor_meta(node: fx.Node) -> tuple[torch.dtype, tuple[int, ...]] | None:
+    value = node.meta.get("val")
+    if isinstance(value, torch.Tensor) and all(isinstance(d, int) for d in value.shape):
+        return value.dtype, tuple(value.shape)
+    return None
 
 
 def detach_outputs(outputs: Any) -> Any:

@@ -1,0 +1,110 @@
+"""One call on the data plane: its values by buffer, and the Compute callback the core enters.
+
+The core runs Load, Copy and Free natively; Python sees only Compute. A region's inputs are
+torch's tensors (a model weight, a user input, a region output kept as torch made it) or
+zero-copy views of buffers the core holds (a loaded weight, a copy on another tier). An
+output that a Copy reads is written into its core buffer, so the Copy can run natively.
+Torch's tensors are dropped after their last Compute reader, when the program frees them;
+an output that views a core buffer is copied out, because the core reuses that buffer's
+bytes once it is freed.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import torch
+import torch.utils._pytree as pytree
+
+from .. import _core
+from ..planning.lowering import LoweredProgram
+from .program_runner import ProgramRunner, detach_outputs
+
+
+class PlaneCall:
+    """The values of one call; its Compute instructions may run on several threads."""
+
+    def __init__(
+        self,
+        runner: ProgramRunner,
+        lowered: LoweredProgram,
+        plane: _core.DataPlane,
+        memory,
+        flat_inputs: list[Any],
+        readers: list[int],
+        bound_inputs: tuple[int, ...],
+    ) -> None:
+        """`readers`: per buffer, the Compute instructions that read it (torch's tensors
+        only); `bound_inputs`: input buffers a Copy reads, whose memory the core is told."""
+        self._runner, self._lowered, self._plane, self._memory = runner, lowered, plane, memory
+        values = runner.bound_values + list(flat_inputs)
+        self.env: list[Any] = [None] * len(lowered.program.buffers)
+        for buffer, slot in lowered.preset:
+            self.env[buffer] = values[slot]
+        for buffer in bound_inputs:
+            tensor = self.env[buffer].contiguous()  # kept for the call: the core reads its bytes
+            self.env[buffer] = tensor
+            memory.bind(buffer, tensor.data_ptr(), tensor.nbytes)
+        self._readers_left = list(readers)
+        self._lock = threading.Lock()
+
+    def value(self, buffer: int) -> Any:
+        """A buffer's value: torch's tensor, a view of the core's bytes, or a carried value."""
+        carried = self._lowered.carried
+        while buffer in carried:
+            buffer = carried[buffer]
+        view = self._lowered.views.get(buffer)
+        if view is not None and self.env[buffer] is None:
+            dtype, shape = view
+            return self._plane.view(self._memory, buffer).view(dtype).reshape(shape)
+        return self.env[buffer]
+
+    def compute(self, instruction_id: int) -> None:
+        """Runs a Compute instruction's region (on an executor thread or the caller's)."""
+        torch.set_grad_enabled(False)  # grad mode is per thread
+        lowered = self._lowered
+        region = lowered.region_of[instruction_id]
+        reads, writes = lowered.operands[instruction_id]
+        inputs = [self.value(b) for b in reads]
+        outputs = self._runner.kernels[region].forward(*inputs)
+        held = [_span(t) for b, t in zip(reads, inputs) if b in lowered.views and isinstance(t, torch.Tensor)]
+        env = self.env
+        for buffer, value in zip(writes, outputs):
+            if buffer in lowered.views:
+                self.value(buffer).copy_(value)
+            elif held and isinstance(value, torch.Tensor) and _inside(value, held):
+                env[buffer] = value.clone()  # it views a core buffer that will be reused
+            else:
+                env[buffer] = value
+        with self._lock:
+            for buffer in reads:
+                if self._readers_left[buffer]:
+                    self._readers_left[buffer] -= 1
+                    if self._readers_left[buffer] == 0:
+                        env[buffer] = None
+
+    def finish(self) -> Any:
+        """Applies buffer mutations and assembles the user's output structure from RAM."""
+        lowered = self._lowered
+        for buffer, (_, target) in zip(lowered.mutations, self._runner.mutations):
+            target.copy_(self.value(buffer))
+        flat = []
+        for buffer, constant in lowered.outputs:
+            if buffer is None:
+                flat.append(constant)
+                continue
+            value = self.value(buffer)
+            # A core buffer goes back to the pool with the call: the caller gets its own copy.
+            flat.append(value.clone() if buffer in lowered.views else value)
+        return detach_outputs(pytree.tree_unflatten(flat, self._runner.out_spec))
+
+
+def _span(tensor: torch.Tensor) -> tuple[int, int]:
+    start = tensor.untyped_storage().data_ptr()
+    return start, start + tensor.untyped_storage().nbytes()
+
+
+def _inside(tensor: torch.Tensor, spans: list[tuple[int, int]]) -> bool:
+    address = tensor.untyped_storage().data_ptr()
+    return tensor.numel() > 0 and any(begin <= address < end for begin, end in spans)
