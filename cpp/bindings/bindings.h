@@ -13,7 +13,6 @@ void bind_safetensors(nanobind::module_& m);
 void bind_io(nanobind::module_& m);
 void bind_host(nanobind::module_& m);
 void bind_planner(nanobind::module_& m);
-void bind_sim(nanobind::module_& m);
 void bind_program(nanobind::module_& m);
 void bind_program_sim(nanobind::module_& m);
 void bind_memory(nanobind::module_& m);

@@ -11,7 +11,6 @@ NB_MODULE(_core, m) {
   tt::bindings::bind_io(m);
   tt::bindings::bind_host(m);
   tt::bindings::bind_planner(m);
-  tt::bindings::bind_sim(m);
   tt::bindings::bind_program(m);
   tt::bindings::bind_program_sim(m);
   tt::bindings::bind_memory(m);

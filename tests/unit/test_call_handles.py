@@ -3,14 +3,16 @@ reaches only the calls running at that moment; calls that mutate buffers run one
 
 from __future__ import annotations
 
+import gc
 import threading
+import time
 
 import pytest
 import torch
 from torch import nn
 
 import tensortorrent as tt
-from conftest import ProbeChain, eager_outputs, sleep_then
+from conftest import ProbeChain, eager_outputs
 
 ONE_OP_REGIONS = tt.CompileConfig(max_region_nodes=1)
 
@@ -100,7 +102,9 @@ def test_calls_that_mutate_buffers_run_one_at_a_time():
     torch.testing.assert_close(model.total, start + 16)
 
 
-def test_after_a_stall_a_tiered_call_gives_back_its_memory_and_the_next_call_runs(hooks):
+def stalling_tiered_chain(hooks):
+    """A chain on a virtual device whose second probe outlives the watchdog; returns the
+    compiled module, its input and an event set once that probe returns."""
     torch.manual_seed(0)
     chain = ProbeChain(stages=4, width=64).eval()
     layer = (64 * 64 + 64) * 4
@@ -108,11 +112,45 @@ def test_after_a_stall_a_tiered_call_gives_back_its_memory_and_the_next_call_run
     x = torch.randn(2, 64)
     config = tt.CompileConfig(max_region_nodes=1, stall_timeout_s=0.2)
     compiled = tt.compile(chain, (x,), config=config, devices=["quick"], machine=device)
-    plane, residents = compiled._plane.plane, compiled._plane.plan.program.memory_plan.resident_bytes
-    hooks.on_probe = sleep_then(1.0)  # a region that outlives the watchdog
+    returned = threading.Event()
+
+    def stuck(tag):
+        if tag == 1:
+            time.sleep(1.0)
+            returned.set()
+
+    hooks.on_probe = stuck
+    return chain, compiled, x, returned
+
+
+def test_after_a_stall_a_tiered_call_keeps_its_memory_until_its_stuck_region_returns(hooks):
+    chain, compiled, x, returned = stalling_tiered_chain(hooks)
+    plane, residents = compiled._plane.plane, list(compiled._plane.plan.program.memory_plan.resident_bytes)
     with pytest.raises(tt.ExecutionStalled):
         compiled(x)
-    # The call returned only once nothing of it still ran: every tier holds its residents alone.
-    assert [plane.held(tier) for tier in range(len(residents))] == list(residents)
+    held = [plane.held(tier) for tier in range(len(residents))]
+    if not returned.is_set():  # it still runs: no later call may be admitted into its memory
+        assert held != residents
+    assert returned.wait(timeout=30)
+    deadline = time.monotonic() + 10
+    while [plane.held(tier) for tier in range(len(residents))] != residents and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert [plane.held(tier) for tier in range(len(residents))] == residents
     hooks.on_probe = None
     torch.testing.assert_close(compiled(x), eager_outputs(chain, (x,)))
+
+
+def test_a_module_dropped_while_its_stuck_region_runs_is_released_safely(hooks):
+    _, compiled, x, returned = stalling_tiered_chain(hooks)
+    with pytest.raises(tt.ExecutionStalled):
+        compiled(x)
+    del compiled  # the stuck region's thread now holds the last reference to the call
+    gc.collect()
+    assert returned.wait(timeout=30)
+    time.sleep(0.2)  # the thread lets go of the run; Python releases what it held
+    gc.collect()
+    hooks.on_probe = None
+    torch.manual_seed(0)
+    model = ProbeChain(stages=2).eval()
+    y = torch.randn(2, 8)
+    torch.testing.assert_close(tt.compile(model, (y,), config=ONE_OP_REGIONS)(y), eager_outputs(model, (y,)))

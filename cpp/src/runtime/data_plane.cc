@@ -117,7 +117,7 @@ std::vector<std::int64_t> CallMemory::peak_bytes() const {
 }
 
 DataPlane::DataPlane(std::shared_ptr<const Program> program, std::shared_ptr<IoEngine> io, std::int32_t workers)
-    : program_(std::move(program)), io_(std::move(io)), executor_(ExecutorOptions{workers}), ledger_(program_->tiers()) {
+    : program_(std::move(program)), io_(std::move(io)), ledger_(program_->tiers()), executor_(ExecutorOptions{workers}) {
   const MemoryPlan& plan = program_->memory_plan();
   for (std::size_t tier = 0; tier < program_->tiers().size(); ++tier) {
     ledger_.reserve(static_cast<std::int32_t>(tier), plan.resident_bytes[tier], "the resident buffers");
@@ -199,8 +199,28 @@ void DataPlane::bind_resident(std::int64_t buffer_id, std::byte* address, std::i
 }
 
 void DataPlane::end_call(const std::shared_ptr<CallMemory>& memory) {
-  ledger_.release_all(memory->booked_);
-  memory->booked_.assign(memory->booked_.size(), 0);
+  {
+    std::lock_guard lock(memory->mutex_);
+    if (memory->in_progress_ > 0) {  // after a stall: the last one to end gives the booking back
+      memory->ended_ = true;
+      return;
+    }
+  }
+  release_booking(*memory);
+}
+
+void DataPlane::instruction_ended(CallMemory& memory) {
+  bool last = false;
+  {
+    std::lock_guard lock(memory.mutex_);
+    last = --memory.in_progress_ == 0 && memory.ended_;
+  }
+  if (last) release_booking(memory);
+}
+
+void DataPlane::release_booking(CallMemory& memory) {
+  ledger_.release_all(memory.booked_);
+  memory.booked_.assign(memory.booked_.size(), 0);
 }
 
 void DataPlane::start(const std::shared_ptr<CallMemory>& memory, const ComputeKernel& compute,
@@ -211,9 +231,17 @@ void DataPlane::start(const std::shared_ptr<CallMemory>& memory, const ComputeKe
   const Clock::time_point deadline =
       Clock::now() + std::chrono::duration_cast<Clock::duration>(
                          std::chrono::duration<double, std::micro>(instruction.declared_us));
-  auto finished = [this, done, deadline](std::exception_ptr failure = nullptr) {
-    if (failure || !timer_ || Clock::now() >= deadline) return done(std::move(failure));
-    timer_->at(deadline, [done] { done(); });
+  // The call counts the instruction as in progress until just before its completion: its
+  // working set stays booked until then, even after a stall (see end_call).
+  auto finished = [this, memory, done, deadline](std::exception_ptr failure = nullptr) {
+    if (failure || !timer_ || Clock::now() >= deadline) {
+      instruction_ended(*memory);
+      return done(std::move(failure));
+    }
+    timer_->at(deadline, [this, memory, done] {
+      instruction_ended(*memory);
+      done();
+    });
   };
   for (std::size_t buffer : program_->first_writes()[position]) memory->take(buffer);
   const auto& buffers = program_->buffers();
@@ -267,7 +295,16 @@ RunReport DataPlane::run(const std::shared_ptr<CallMemory>& memory, ComputeKerne
   const Instruction* first = program_->schedule()->instructions().data();
   AsyncKernel kernel = [this, memory, compute = std::move(compute), first](const Instruction& instruction,
                                                                             Completion done) {
-    start(memory, compute, instruction, static_cast<std::size_t>(&instruction - first), std::move(done));
+    {
+      std::lock_guard lock(memory->mutex_);
+      ++memory->in_progress_;
+    }
+    try {
+      start(memory, compute, instruction, static_cast<std::size_t>(&instruction - first), std::move(done));
+    } catch (...) {
+      instruction_ended(*memory);  // it failed before anything could complete it
+      throw;
+    }
   };
   RunReport report;
   try {

@@ -1,4 +1,4 @@
-// The event loop shared by both simulators: queues with capacities, the critical path and the memory sweep.
+// The program simulator's event loop: queues with capacities, the critical path and the memory sweep.
 #include "tt/sim/event_loop.h"
 
 #include <algorithm>

@@ -60,6 +60,10 @@ class CallMemory {
   std::vector<bool> live_;                             // per buffer
   std::vector<std::optional<std::byte*>> bound_;       // per buffer: where an input or torch-owned one is
   std::vector<std::int64_t> live_bytes_, peak_;        // per tier, transients only
+  // Instructions of this call started and not completed yet, and whether end_call came
+  // while some were (after a stall). Guarded by mutex_.
+  std::int64_t in_progress_ = 0;
+  bool ended_ = false;
 };
 
 // What the Python side runs for a Compute instruction; may throw.
@@ -101,7 +105,9 @@ class DataPlane {
   void bind_resident(std::int64_t buffer_id, std::byte* address, std::int64_t bytes);
 
   // Gives back the call's transient bytes (booked by begin_call); the arenas go back to the
-  // pool once every view of them is gone.
+  // pool once every view of them is gone. After a stall, while instructions of the call still
+  // run, the bytes stay booked until the last of them ends: no later call is admitted into
+  // memory that one may still write.
   void end_call(const std::shared_ptr<CallMemory>& memory);
 
   const Program& program() const noexcept { return *program_; }
@@ -110,6 +116,8 @@ class DataPlane {
   IoEngine& io() noexcept { return *io_; }
 
  private:
+  void instruction_ended(CallMemory& memory);  // the last one after end_call releases the booking
+  void release_booking(CallMemory& memory);
   void start(const std::shared_ptr<CallMemory>& memory, const ComputeKernel& compute, const Instruction& instruction,
              std::size_t position, Completion done);
 
@@ -118,9 +126,11 @@ class DataPlane {
   // Completes instructions at their declared time; only when one declares a time. Declared
   // before the executor so that it outlives it: the executor's destructor waits for a
   // stalled run's late completions, which may still pass through the timer.
+  // Before the executor, so that it outlives a stalled run's late completions, which may
+  // still pass through the timer and give a call's booking back to the ledger.
+  MemoryLedger ledger_;       // per tier: residents, plus each call's live transients
   std::unique_ptr<DelayTimer> timer_;
   Executor executor_;
-  MemoryLedger ledger_;       // per tier: residents, plus each call's live transients
   std::vector<std::shared_ptr<HostArena>> resident_;
   mutable std::mutex bound_mutex_;
   std::vector<std::optional<std::byte*>> resident_bound_;   // per buffer, guarded by bound_mutex_: bind_resident's

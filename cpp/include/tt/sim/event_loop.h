@@ -1,4 +1,4 @@
-// The discrete-event core shared by simulate() and simulate_program(): timed work on queues with capacities.
+// The discrete-event core of simulate_program(): timed work on queues with capacities.
 #pragma once
 
 #include <cstddef>
@@ -9,8 +9,8 @@
 namespace tt {
 
 // A validated DAG of timed work, by position, in compressed rows so the loop never hashes
-// an id. Both simulators fill one: simulate() from SimTasks, simulate_program() from a
-// Program's schedule. A plain value; the event loop trusts it (acyclic, indices in range).
+// an id. simulate_program() fills one from a Program's schedule. A plain value; the event
+// loop trusts it (acyclic, indices in range).
 struct TimedDag {
   std::vector<std::size_t> dep_offsets{0};      // deps of position i: dep_positions[dep_offsets[i], dep_offsets[i + 1])
   std::vector<std::size_t> dep_positions;
