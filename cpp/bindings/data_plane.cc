@@ -2,6 +2,7 @@
 // and runs that enter Python only for Compute instructions.
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/shared_ptr.h>
@@ -79,11 +80,14 @@ void bind_data_plane(nb::module_& m) {
   nb::class_<PyDataPlane>(m, "DataPlane")
       .def("__init__",
            [](PyDataPlane* self, std::shared_ptr<const Program> program, std::shared_ptr<IoEngine> io,
-              std::int32_t workers) {
-             new (self) PyDataPlane{program, std::make_unique<DataPlane>(program, std::move(io), workers)};
+              std::int32_t workers, std::string spill_dir) {
+             new (self) PyDataPlane{
+                 program, std::make_unique<DataPlane>(program, std::move(io), workers, std::move(spill_dir))};
            },
-           "program"_a, "io"_a.none(), "workers"_a = 1,
-           "Allocates the program's resident arenas and books them in its ledger.")
+           "program"_a, "io"_a.none(), "workers"_a = 1, nb::kw_only(), "spill_dir"_a = "",
+           "Allocates the program's resident arenas and books them in its ledger. A program that spills needs "
+           "io and spill_dir, an existing directory for its spill files: anonymous files, so nothing is ever "
+           "left in it.")
       .def("begin_call", [](PyDataPlane& self, double timeout_s) { return self.plane->begin_call(timeout_s); },
            "timeout_s"_a, nb::call_guard<nb::gil_scoped_release>(),
            "A call's memory, once the ledger has room for its working set (MemoryCapacityError on timeout).")

@@ -15,6 +15,7 @@
 #include "bindings.h"
 #include "repr_text.h"
 #include "tt/common/crc32c.h"
+#include "tt/common/error.h"
 #include "tt/common/sha256.h"
 #include "tt/storage/io_engine.h"
 #include "tt/storage/read_modes.h"
@@ -33,6 +34,7 @@ std::string repr(const IoStats& s) {
   return "IoStats(requests=" + std::to_string(s.requests) + ", failed_requests=" + std::to_string(s.failed_requests) +
          ", pieces=" + std::to_string(s.pieces) + ", bytes_read=" + std::to_string(s.bytes_read) +
          ", direct_bytes=" + std::to_string(s.direct_bytes) + ", buffered_bytes=" + std::to_string(s.buffered_bytes) +
+         ", bytes_written=" + std::to_string(s.bytes_written) +
          ", chunks_verified=" + std::to_string(s.chunks_verified) + ", busy_seconds=" + number(s.busy_seconds) +
          ", digest_seconds=" + number(s.digest_seconds) + ")";
 }
@@ -44,12 +46,26 @@ std::string repr(const ReadModeResult& r) {
          (r.skipped_reason.empty() ? "" : ", skipped_reason='" + r.skipped_reason + "'") + ")";
 }
 
+IoFault write_fault_from_name(const std::string& name) {
+  if (name == "eio") return IoFault::Eio;
+  if (name == "enospc") return IoFault::Enospc;
+  if (name == "short") return IoFault::Short;
+  throw Error(ErrorCode::InvalidArgument,
+              "IoEngine test_write_fault: expected 'none', 'eio', 'enospc' or 'short', got '" + name + "'");
+}
+
 void construct_engine(IoEngine* self, std::int32_t threads, std::int32_t queue_depth, std::uint64_t chunk_bytes,
-                      const std::string& mode, double test_delay_s) {
+                      const std::string& mode, double test_delay_s, const std::string& test_write_fault,
+                      std::int64_t test_write_fault_at) {
   std::shared_ptr<IoBackend> backend = std::make_shared<PosixIoBackend>();
   if (test_delay_s != 0) {
     backend = std::make_shared<FaultInjectingIoBackend>(std::move(backend),
                                                         FaultPlan{IoFault::None, 1, false, test_delay_s});
+  }
+  if (test_write_fault != "none") {
+    backend = std::make_shared<FaultInjectingIoBackend>(
+        std::move(backend),
+        FaultPlan{.fault = write_fault_from_name(test_write_fault), .at_call = test_write_fault_at, .reads = false});
   }
   new (self) IoEngine(IoEngineOptions{.threads = threads, .queue_depth = queue_depth, .chunk_bytes = chunk_bytes,
                                       .mode = io_mode_from_name(mode)},
@@ -82,6 +98,7 @@ void bind_io(nb::module_& m) {
       .def_ro("bytes_read", &IoStats::bytes_read)
       .def_ro("direct_bytes", &IoStats::direct_bytes)
       .def_ro("buffered_bytes", &IoStats::buffered_bytes)
+      .def_ro("bytes_written", &IoStats::bytes_written)
       .def_ro("chunks_verified", &IoStats::chunks_verified)
       .def_ro("busy_seconds", &IoStats::busy_seconds)
       .def_ro("digest_seconds", &IoStats::digest_seconds)
@@ -91,9 +108,11 @@ void bind_io(nb::module_& m) {
   nb::class_<IoEngine>(m, "IoEngine",
                        "Reads file byte ranges on a pool of native I/O threads, checking SHA-256 chunk digests.")
       .def("__init__", &construct_engine, "threads"_a = 4, "queue_depth"_a = 8, "chunk_bytes"_a = kDefaultChunkBytes,
-           "mode"_a = "auto", "test_delay_s"_a = 0.0,
-           "mode: 'auto' (O_DIRECT where aligned and allowed), 'buffered' or 'direct'. test_delay_s: for tests "
-           "only, sleeps that long before every read to simulate a slow disk.")
+           "mode"_a = "auto", "test_delay_s"_a = 0.0, "test_write_fault"_a = "none", "test_write_fault_at"_a = 1,
+           "mode: 'auto' (O_DIRECT where aligned and allowed), 'buffered' or 'direct'. For tests only: "
+           "test_delay_s sleeps that long before every read and write to simulate a slow disk; test_write_fault "
+           "('eio', 'enospc' or 'short': half written, then retried) hits the test_write_fault_at-th write "
+           "(1-based, counted across the I/O threads), once.")
       .def("read_into", &read_into, "path"_a, "offset"_a, "buffer"_a, "chunk_digests"_a = nb::none(),
            "chunk_bytes"_a = kDefaultChunkBytes,
            "Fills the writable 1-D uint8 buffer (numpy array or torch tensor) with file bytes from offset, "

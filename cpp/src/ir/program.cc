@@ -89,6 +89,8 @@ void check_buffer(const ProgramSpec& spec, const Buffer& buffer) {
     reject(who + ": a disk buffer is a file range (file >= 0) or a transient spill");
   }
   if (buffer.lifetime == BufferLifetime::Input && on_disk) reject(who + ": an input cannot live on a disk tier");
+  // Torch allocates memory, not file bytes: a torch-owned spill would have no place in the spill file.
+  if (buffer.torch_owned && on_disk) reject(who + ": a disk buffer cannot be torch-owned");
   if (buffer.crc32c != -1 && (buffer.file < 0 || buffer.crc32c < 0 || buffer.crc32c > 0xFFFFFFFFll)) {
     reject(who + ": crc32c is the checksum of a file range, a 32-bit value or -1; got " +
            std::to_string(buffer.crc32c) + (buffer.file < 0 ? " on a buffer that is not a file range" : ""));

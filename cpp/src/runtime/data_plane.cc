@@ -48,6 +48,21 @@ std::size_t bindable(const Program& program, std::int64_t id, const std::byte* a
   return position;
 }
 
+// The spill files of Disk tier `tier`, whose transient arena (the memory plan's) is `bytes`,
+// checked to have what spilling needs.
+std::unique_ptr<SpillFilePool> spill_pool(const Tier& tier, std::int64_t bytes, const IoEngine* io,
+                                          const std::string& spill_dir) {
+  const std::string what = "data plane: the program spills up to " + std::to_string(bytes) +
+                           " bytes per call to disk tier '" + tier.name + "'";
+  if (io == nullptr) throw Error(ErrorCode::InvalidArgument, what + ", but was given no I/O engine");
+  if (spill_dir.empty()) {
+    throw Error(ErrorCode::InvalidArgument, what + ", but was given no spill directory (spill_dir is empty)");
+  }
+  auto pool = std::make_unique<SpillFilePool>(io->backend(), spill_dir);
+  pool->acquire();  // one file now, back in the pool at once: a bad directory fails here, not in a call
+  return pool;
+}
+
 }  // namespace
 
 std::pair<std::shared_ptr<HostArena>, std::int64_t> CallMemory::locate(std::size_t position) const {
@@ -55,6 +70,10 @@ std::pair<std::shared_ptr<HostArena>, std::int64_t> CallMemory::locate(std::size
   if (!held_by_core(buffer)) {
     throw Error(ErrorCode::InvalidArgument, "call memory: buffer " + std::to_string(buffer.id) + " ('" + buffer.label +
                                                 "') is not held by the core (torch-owned, an input or a file range)");
+  }
+  if (program_->tiers()[buffer.tier].kind == TierKind::Disk) {
+    throw Error(ErrorCode::InvalidArgument, "call memory: " + buffer_name(buffer) +
+                                                " lives in the spill file, not in memory (spills and reloads move it)");
   }
   const std::int64_t offset = program_->memory_plan().offsets[position];
   if (buffer.lifetime == BufferLifetime::Resident) return {resident_[buffer.tier], offset};
@@ -116,14 +135,23 @@ std::vector<std::int64_t> CallMemory::peak_bytes() const {
   return peaks;
 }
 
-DataPlane::DataPlane(std::shared_ptr<const Program> program, std::shared_ptr<IoEngine> io, std::int32_t workers)
+DataPlane::DataPlane(std::shared_ptr<const Program> program, std::shared_ptr<IoEngine> io, std::int32_t workers,
+                     std::string spill_dir)
     : program_(std::move(program)), io_(std::move(io)), ledger_(program_->tiers()), executor_(ExecutorOptions{workers}) {
   const MemoryPlan& plan = program_->memory_plan();
   for (std::size_t tier = 0; tier < program_->tiers().size(); ++tier) {
     ledger_.reserve(static_cast<std::int32_t>(tier), plan.resident_bytes[tier], "the resident buffers");
-    const bool in_memory = program_->tiers()[tier].kind != TierKind::Disk;
-    resident_.push_back(in_memory ? std::make_shared<HostArena>(plan.owned_resident_bytes[tier]) : nullptr);
-    pools_.push_back(std::make_unique<HostArenaPool>(in_memory ? plan.owned_bytes[tier] - plan.owned_resident_bytes[tier] : 0));
+    const Tier& spec = program_->tiers()[tier];
+    const std::int64_t transient = plan.owned_bytes[tier] - plan.owned_resident_bytes[tier];
+    if (spec.kind == TierKind::Disk) {  // residents are file ranges; transients live in a spill file
+      resident_.push_back(nullptr);
+      pools_.push_back(nullptr);
+      spill_pools_.push_back(transient > 0 ? spill_pool(spec, transient, io_.get(), spill_dir) : nullptr);
+    } else {
+      resident_.push_back(std::make_shared<HostArena>(plan.owned_resident_bytes[tier]));
+      pools_.push_back(std::make_unique<HostArenaPool>(transient));
+      spill_pools_.push_back(nullptr);
+    }
   }
   resident_bound_.resize(program_->buffers().size());
   for (const Queue& queue : program_->queues()) queue_capacities_.push_back(queue.capacity);
@@ -164,7 +192,10 @@ std::shared_ptr<CallMemory> DataPlane::begin_call(double timeout_s) {
                                                   " s: concurrent calls hold the budget");
   }
   try {
-    for (std::size_t tier = 0; tier < tiers; ++tier) memory->transient_[tier] = pools_[tier]->acquire();
+    for (std::size_t tier = 0; tier < tiers; ++tier) {
+      if (pools_[tier]) memory->transient_[tier] = pools_[tier]->acquire();
+      if (spill_pools_[tier]) memory->spill_[tier] = spill_pools_[tier]->acquire();
+    }
   } catch (...) {
     ledger_.release_all(memory->booked_);
     throw;
@@ -177,6 +208,7 @@ std::shared_ptr<CallMemory> DataPlane::resident_memory() const {
   memory->program_ = program_.get();
   memory->resident_ = resident_;
   memory->transient_.resize(resident_.size());
+  memory->spill_.resize(resident_.size());
   memory->booked_.assign(resident_.size(), 0);
   memory->live_.assign(program_->buffers().size(), false);
   memory->live_bytes_.assign(resident_.size(), 0);
@@ -221,6 +253,7 @@ void DataPlane::instruction_ended(CallMemory& memory) {
 void DataPlane::release_booking(CallMemory& memory) {
   ledger_.release_all(memory.booked_);
   memory.booked_.assign(memory.booked_.size(), 0);
+  memory.spill_.assign(memory.spill_.size(), nullptr);
 }
 
 void DataPlane::start(const std::shared_ptr<CallMemory>& memory, const ComputeKernel& compute,
@@ -281,10 +314,41 @@ void DataPlane::start(const std::shared_ptr<CallMemory>& memory, const ComputeKe
       finished();
       return;
     case InstructionKind::Spill:
-    case InstructionKind::Reload:
-      throw Error(ErrorCode::Incompatible, std::string(instruction_kind_name(instruction.kind)) + " " +
-                                               std::to_string(instruction.id) +
-                                               ": spill files are not executable yet (they come with the storage tier)");
+    case InstructionKind::Reload: {
+      const bool spill = instruction.kind == InstructionKind::Spill;
+      const std::size_t host = program_->buffer_position(spill ? instruction.reads[0] : instruction.writes[0]);
+      const std::size_t disk = program_->buffer_position(spill ? instruction.writes[0] : instruction.reads[0]);
+      const Buffer& spilled = buffers[disk];
+      if (spilled.bytes == 0) return finished();  // no bytes, so no place in the spill file
+      // The request holds the file, so it stays open (and out of the pool) until the request completes.
+      std::shared_ptr<SpillFile> file = memory->spill_[spilled.tier];
+      if (!file) {
+        throw Error(ErrorCode::InvalidArgument, std::string(instruction_kind_name(instruction.kind)) + " " +
+                                                    std::to_string(instruction.id) +
+                                                    ": this memory has no spill file (only a call's memory, from "
+                                                    "begin_call until end_call, holds one)");
+      }
+      const MemoryPlan& plan = program_->memory_plan();
+      const auto offset = static_cast<std::uint64_t>(plan.offsets[disk] - plan.owned_resident_bytes[spilled.tier]);
+      const auto length = static_cast<std::uint64_t>(spilled.bytes);
+      std::byte* bytes = memory->address(host);
+      IoCallback complete = [finished, file](std::exception_ptr error) { finished(std::move(error)); };
+      // Both complete on an I/O thread; no executor thread waits for them.
+      if (spill) {
+        io_->submit_write({.handle = file->handle(), .offset = offset, .length = length, .source = bytes,
+                           .name = file->name()},
+                          std::move(complete));
+      } else {
+        ReadRequest request;
+        request.path = file->name();
+        request.offset = offset;
+        request.length = length;
+        request.destination = bytes;
+        request.handle = file->handle();
+        io_->submit(std::move(request), std::move(complete));
+      }
+      return;
+    }
   }
   throw Error(ErrorCode::Internal, "data plane: unknown instruction kind");
 }

@@ -1,9 +1,11 @@
-// POSIX file access for the I/O engine, and the fault-injecting wrapper its tests use.
+// POSIX file access for the I/O engine (reads, anonymous spill files), and the fault-injecting wrapper its tests use.
 #include "tt/storage/io_backend.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <cstdlib>
 
 #include <cerrno>
 #include <chrono>
@@ -14,6 +16,14 @@
 #include "tt/common/error.h"
 
 namespace tt {
+namespace {
+
+[[noreturn]] void refuse_spill_file(const std::string& directory, const std::string& call, int error) {
+  const std::string message = "create a spill file in '" + directory + "' (" + call + "): " + std::strerror(error);
+  throw Error(error == ENOENT ? ErrorCode::NotFound : ErrorCode::IO, message);
+}
+
+}  // namespace
 
 int PosixIoBackend::open(const std::string& path, bool direct) {
   const int flags = O_RDONLY | O_CLOEXEC | (direct ? O_DIRECT : 0);
@@ -36,6 +46,36 @@ int PosixIoBackend::open(const std::string& path, bool direct) {
 ssize_t PosixIoBackend::pread(int handle, void* destination, std::size_t length, std::uint64_t offset) noexcept {
   const ssize_t got = ::pread(handle, destination, length, static_cast<off_t>(offset));
   return got >= 0 ? got : -errno;
+}
+
+int PosixIoBackend::open_for_spill(const std::string& directory) {
+  for (;;) {
+    const int fd = ::open(directory.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    if (fd >= 0) return fd;
+    const int error = errno;
+    if (error == EINTR) continue;
+    // open(2): EOPNOTSUPP where the filesystem lacks O_TMPFILE, EISDIR where the kernel does
+    // (it then sees O_DIRECTORY alone); EINVAL as some filesystems' way of saying either.
+    if (error == EOPNOTSUPP || error == EISDIR || error == EINVAL) return create_unlinked_spill_file(directory);
+    refuse_spill_file(directory, "O_TMPFILE", error);
+  }
+}
+
+int create_unlinked_spill_file(const std::string& directory) {
+  std::string name = directory + "/tt-spill-XXXXXX";
+  const int fd = ::mkostemp(name.data(), O_CLOEXEC);  // mode 0600
+  if (fd < 0) refuse_spill_file(directory, "mkostemp", errno);
+  if (::unlink(name.c_str()) != 0) {
+    const int error = errno;
+    ::close(fd);
+    refuse_spill_file(directory, "unlink '" + name + "'", error);
+  }
+  return fd;
+}
+
+ssize_t PosixIoBackend::pwrite(int handle, const void* source, std::size_t length, std::uint64_t offset) noexcept {
+  const ssize_t wrote = ::pwrite(handle, source, length, static_cast<off_t>(offset));
+  return wrote >= 0 ? wrote : -errno;
 }
 
 void PosixIoBackend::close(int handle) noexcept { ::close(handle); }
@@ -61,19 +101,34 @@ FaultInjectingIoBackend::FaultInjectingIoBackend(std::shared_ptr<IoBackend> inne
   }
 }
 
+IoFault FaultInjectingIoBackend::next_call(std::atomic<std::int64_t>& calls, bool planned) noexcept {
+  const std::int64_t call = calls.fetch_add(1, std::memory_order_relaxed) + 1;
+  if (!planned) return IoFault::None;
+  if (plan_.delay_s > 0) std::this_thread::sleep_for(std::chrono::duration<double>(plan_.delay_s));
+  const bool faulty = call == plan_.at_call || (plan_.repeat && call > plan_.at_call);
+  return faulty ? plan_.fault : IoFault::None;
+}
+
 ssize_t FaultInjectingIoBackend::pread(int handle, void* destination, std::size_t length,
                                        std::uint64_t offset) noexcept {
-  const std::int64_t call = calls_.fetch_add(1, std::memory_order_relaxed) + 1;
-  if (plan_.delay_s > 0) std::this_thread::sleep_for(std::chrono::duration<double>(plan_.delay_s));
-  const bool faulty = plan_.fault != IoFault::None && (call == plan_.at_call || (plan_.repeat && call > plan_.at_call));
-  if (!faulty) return inner_->pread(handle, destination, length, offset);
-  switch (plan_.fault) {
+  switch (next_call(read_calls_, plan_.reads)) {
     case IoFault::Eio: return -EIO;
     case IoFault::Enospc: return -ENOSPC;
-    case IoFault::ShortRead: return inner_->pread(handle, destination, length > 1 ? length / 2 : length, offset);
+    case IoFault::Short: return inner_->pread(handle, destination, length > 1 ? length / 2 : length, offset);
     case IoFault::None: break;
   }
   return inner_->pread(handle, destination, length, offset);
+}
+
+ssize_t FaultInjectingIoBackend::pwrite(int handle, const void* source, std::size_t length,
+                                        std::uint64_t offset) noexcept {
+  switch (next_call(write_calls_, plan_.writes)) {
+    case IoFault::Eio: return -EIO;
+    case IoFault::Enospc: return -ENOSPC;
+    case IoFault::Short: return inner_->pwrite(handle, source, length > 1 ? length / 2 : length, offset);
+    case IoFault::None: break;
+  }
+  return inner_->pwrite(handle, source, length, offset);
 }
 
 }  // namespace tt

@@ -1,4 +1,4 @@
-// The I/O engine: pieces of queued requests read by a thread pool, digests checked on arrival.
+// The I/O engine: pieces of queued requests read (or written) by a thread pool, digests checked on arrival.
 #include "tt/storage/io_engine.h"
 
 #include <algorithm>
@@ -12,15 +12,21 @@
 
 namespace tt {
 
-// A submitted request. next_piece is guarded by the engine's mutex_; the rest as marked.
+// A submitted read or write. next_piece is guarded by the engine's mutex_; the rest as marked.
 struct IoEngine::Request {
-  ReadRequest read;
+  bool writes = false;
+  ReadRequest read;    // a read's fields (unused by a write)
+  WriteRequest write;  // a write's fields (unused by a read)
+  std::string name;    // the file as messages name it: the quoted path, or an open handle's own name
+  // A read of the caller's open handle (a spill file's; `buffered` from submission on): never
+  // opened or closed here. A write always uses the caller's, write.handle.
+  bool borrowed = false;
   IoCallback on_done;
   CancelFlag cancel;
   std::uint64_t grid = 0;        // piece boundaries fall on multiples of this (file offsets)
   std::size_t piece_count = 0;
   std::size_t next_piece = 0;    // the next piece to hand out (engine mutex_)
-  std::atomic<std::size_t> unfinished{0};  // pieces neither read nor skipped; 0: complete it
+  std::atomic<std::size_t> unfinished{0};  // pieces neither done nor skipped; 0: complete it
   std::atomic<bool> failed{false};         // set with `error`: later pieces are skipped
 
   std::mutex mutex;  // guards everything below
@@ -28,14 +34,16 @@ struct IoEngine::Request {
   int buffered = -1;           // handles opened by the first piece that needs them, closed on completion
   int direct = -1;
   bool direct_refused = false;  // Auto mode: O_DIRECT was refused, read the rest through the page cache
+  bool sized = false;           // a read's first piece has checked the file's size
   std::uint64_t file_size = 0;
 
-  std::uint64_t end() const { return read.offset + read.length; }
+  std::uint64_t offset() const { return writes ? write.offset : read.offset; }
+  std::uint64_t end() const { return offset() + (writes ? write.length : read.length); }
   std::uint64_t piece_begin(std::size_t index) const {
-    return index == 0 ? read.offset : (read.offset / grid + index) * grid;
+    return index == 0 ? offset() : (offset() / grid + index) * grid;
   }
   std::uint64_t piece_end(std::size_t index) const {
-    return std::min((read.offset / grid + index + 1) * grid, end());
+    return std::min((offset() / grid + index + 1) * grid, end());
   }
   void fail(std::exception_ptr cause) {
     std::lock_guard lock(mutex);
@@ -108,20 +116,47 @@ void IoEngine::submit(ReadRequest read, IoCallback on_done, CancelFlag cancel) {
             std::to_string(read.length) + " overflows");
   }
   if (read.digests && read.digests->chunk_bytes == 0) invalid("IoEngine::submit '" + read.path + "': digest chunk_bytes is 0");
-  if (options_.mode == IoMode::Direct && read.length > 0 && !aligned(address(read.destination) - read.offset)) {
+  if (options_.mode == IoMode::Direct && read.handle < 0 && read.length > 0 &&
+      !aligned(address(read.destination) - read.offset)) {
     invalid("IoEngine::submit '" + read.path + "': direct mode needs the destination and the offset " +
             std::to_string(read.offset) + " equal modulo 4096");
   }
   auto request = std::make_shared<Request>();
-  request->grid = read.digests ? read.digests->chunk_bytes : options_.chunk_bytes;
-  if (read.length > 0) {
-    request->piece_count = static_cast<std::size_t>((read.offset + read.length - 1) / request->grid -
-                                                    read.offset / request->grid + 1);
+  request->name = read.handle >= 0 ? read.path : "'" + read.path + "'";
+  if (read.handle >= 0) {
+    request->buffered = read.handle;
+    request->borrowed = true;
   }
-  request->unfinished.store(request->piece_count, std::memory_order_relaxed);
+  const std::uint64_t grid = read.digests ? read.digests->chunk_bytes : options_.chunk_bytes;
   request->read = std::move(read);
   request->on_done = std::move(on_done);
   request->cancel = std::move(cancel);
+  enqueue(std::move(request), grid);
+}
+
+void IoEngine::submit_write(WriteRequest write, IoCallback on_done, CancelFlag cancel) {
+  const std::string who = "IoEngine::submit_write (" + write.name + ")";
+  if (!on_done) invalid(who + ": on_done is empty");
+  if (write.handle < 0) invalid(who + ": no handle");
+  if (write.source == nullptr && write.length > 0) invalid(who + ": no source");
+  if (write.offset > std::numeric_limits<std::uint64_t>::max() - write.length) {
+    invalid(who + ": offset " + std::to_string(write.offset) + " + length " + std::to_string(write.length) +
+            " overflows");
+  }
+  auto request = std::make_shared<Request>();
+  request->writes = true;
+  request->name = write.name;
+  request->write = std::move(write);
+  request->on_done = std::move(on_done);
+  request->cancel = std::move(cancel);
+  enqueue(std::move(request), options_.chunk_bytes);
+}
+
+void IoEngine::enqueue(std::shared_ptr<Request> request, std::uint64_t grid) {
+  request->grid = grid;
+  const std::uint64_t begin = request->offset(), end = request->end();
+  if (end > begin) request->piece_count = static_cast<std::size_t>((end - 1) / grid - begin / grid + 1);
+  request->unfinished.store(request->piece_count, std::memory_order_relaxed);
   {
     std::lock_guard lock(mutex_);
     queue_.push_back(std::move(request));
@@ -162,6 +197,7 @@ IoStats IoEngine::stats() const {
   stats.pieces = pieces_.load(std::memory_order_relaxed);
   stats.direct_bytes = direct_bytes_.load(std::memory_order_relaxed);
   stats.buffered_bytes = buffered_bytes_.load(std::memory_order_relaxed);
+  stats.bytes_written = bytes_written_.load(std::memory_order_relaxed);
   stats.bytes_read = stats.direct_bytes + stats.buffered_bytes;
   stats.chunks_verified = chunks_verified_.load(std::memory_order_relaxed);
   stats.busy_seconds = static_cast<double>(busy_ns_.load(std::memory_order_relaxed)) * 1e-9;
@@ -195,7 +231,11 @@ void IoEngine::worker_loop() {
     for (const Finished& done : finished) finish(done);
     finished.clear();
     if (request) {
-      read_piece(*request, index);
+      if (request->writes) {
+        write_piece(*request, index);
+      } else {
+        read_piece(*request, index);
+      }
       {
         std::lock_guard lock(mutex_);
         --in_flight_;
@@ -218,8 +258,8 @@ bool IoEngine::next_work(std::unique_lock<std::mutex>& lock, std::shared_ptr<Req
       if (!cancelled && !front.failed.load(std::memory_order_acquire) && front.next_piece < front.piece_count) break;
       if (cancelled) {
         front.fail(std::make_exception_ptr(
-            Error(ErrorCode::Cancelled, "read of '" + front.read.path + "' at offset " +
-                                            std::to_string(front.read.offset) +
+            Error(ErrorCode::Cancelled, (front.writes ? "write of " : "read of ") + front.name + " at offset " +
+                                            std::to_string(front.offset()) +
                                             (stopping_ ? ": the I/O engine was destroyed" : ": cancelled"))));
       }
       finished.push_back({queue_.front(), front.piece_count - front.next_piece});
@@ -246,7 +286,7 @@ void IoEngine::finish(const Finished& done) {
   Request& request = *done.request;
   if (request.unfinished.fetch_sub(done.pieces, std::memory_order_acq_rel) != done.pieces) return;
   // Last piece: nothing else touches the request now.
-  if (request.buffered >= 0) backend_->close(request.buffered);
+  if (request.buffered >= 0 && !request.borrowed) backend_->close(request.buffered);
   if (request.direct >= 0) backend_->close(request.direct);
   request.buffered = request.direct = -1;
   if (!request.error && request.read.range_crc32c &&
@@ -282,9 +322,11 @@ int IoEngine::direct_handle(Request& request) {
 void IoEngine::read_range(Request& request, char* out, std::uint64_t begin, std::uint64_t end) {
   const std::string& path = request.read.path;
   // Pieces whose memory and file offset are aligned alike read their 4096-aligned middle with
-  // O_DIRECT and their unaligned head and tail (each < 4096 bytes) through the page cache.
-  bool direct_ok = options_.mode != IoMode::Buffered && aligned(address(out) - begin);
-  if (options_.mode == IoMode::Auto && !direct_ok && end - begin >= kDirectAlignment &&
+  // O_DIRECT and their unaligned head and tail (each < 4096 bytes) through the page cache. A
+  // borrowed handle (an anonymous spill file) has no path to reopen with O_DIRECT.
+  const bool may_go_direct = options_.mode != IoMode::Buffered && !request.borrowed;
+  bool direct_ok = may_go_direct && aligned(address(out) - begin);
+  if (options_.mode == IoMode::Auto && may_go_direct && !direct_ok && end - begin >= kDirectAlignment &&
       !has_fallback_reason_.load(std::memory_order_relaxed)) {
     note_fallback("'" + path + "': destination and file offset are not aligned alike modulo 4096 (offset " +
                   std::to_string(begin) + ")");
@@ -320,12 +362,12 @@ void IoEngine::read_range(Request& request, char* out, std::uint64_t begin, std:
       continue;
     }
     if (got < 0) {
-      throw Error(ErrorCode::IO, "read '" + path + "' at offset " + std::to_string(at) + ", length " +
+      throw Error(ErrorCode::IO, "read " + request.name + " at offset " + std::to_string(at) + ", length " +
                                      std::to_string(length) + (direct ? " (O_DIRECT)" : "") + ": " +
                                      std::strerror(static_cast<int>(-got)));
     }
     if (got == 0) {
-      throw Error(ErrorCode::DataCorruption, "'" + path + "': file ends at byte " + std::to_string(at) +
+      throw Error(ErrorCode::DataCorruption, request.name + ": file ends at byte " + std::to_string(at) +
                                                  ", expected at least " + std::to_string(request.end()));
     }
     (direct ? direct_bytes_ : buffered_bytes_).fetch_add(static_cast<std::uint64_t>(got), std::memory_order_relaxed);
@@ -341,19 +383,20 @@ void IoEngine::read_piece(Request& request, std::size_t index) {
     const FileDigests* digests = request.read.digests.get();
     std::uint64_t file_size = 0;
     {
-      // The first piece opens the file and checks its size, once for the whole request.
+      // The first piece opens the file (unless borrowed) and checks its size, once for the whole request.
       std::lock_guard lock(request.mutex);
-      if (request.buffered < 0) {
-        request.buffered = backend_->open(path, false);
+      if (!request.sized) {
+        if (request.buffered < 0) request.buffered = backend_->open(path, false);
+        request.sized = true;
         request.file_size = backend_->file_size(request.buffered);
         if (request.file_size < request.end()) {
-          throw Error(ErrorCode::DataCorruption, "'" + path + "': file ends at byte " +
+          throw Error(ErrorCode::DataCorruption, request.name + ": file ends at byte " +
                                                      std::to_string(request.file_size) + ", expected at least " +
                                                      std::to_string(request.end()));
         }
         const std::uint64_t chunks = digests ? (request.file_size + digests->chunk_bytes - 1) / digests->chunk_bytes : 0;
         if (digests && chunks != digests->chunks.size()) {
-          throw Error(ErrorCode::DataCorruption, "'" + path + "': " + std::to_string(request.file_size) +
+          throw Error(ErrorCode::DataCorruption, request.name + ": " + std::to_string(request.file_size) +
                                                      " bytes make " + std::to_string(chunks) + " chunks of " +
                                                      std::to_string(digests->chunk_bytes) + " bytes, the digest list has " +
                                                      std::to_string(digests->chunks.size()));
@@ -376,13 +419,39 @@ void IoEngine::read_piece(Request& request, std::size_t index) {
       digest_ns_.fetch_add(elapsed_ns(hash_start), std::memory_order_relaxed);
       const Sha256Digest& expected = digests->chunks[static_cast<std::size_t>(chunk)];
       if (found != expected) {
-        throw Error(ErrorCode::DataCorruption, "'" + path + "': chunk " + std::to_string(chunk) + " (file bytes " +
+        throw Error(ErrorCode::DataCorruption, request.name + ": chunk " + std::to_string(chunk) + " (file bytes " +
                                                    std::to_string(begin) + ".." + std::to_string(end) +
                                                    ") has sha256 " + digest_to_hex(found) + ", expected " +
                                                    digest_to_hex(expected));
       }
       chunks_verified_.fetch_add(1, std::memory_order_relaxed);
     }
+  } catch (...) {
+    request.fail(std::current_exception());
+  }
+}
+
+void IoEngine::write_piece(Request& request, std::size_t index) {
+  if (request.failed.load(std::memory_order_acquire)) return;  // an earlier piece failed: skip
+  try {
+    const std::uint64_t begin = request.piece_begin(index), end = request.piece_end(index);
+    const char* from = static_cast<const char*>(request.write.source) + (begin - request.offset());
+    const auto start = std::chrono::steady_clock::now();
+    for (std::uint64_t at = begin; at < end;) {
+      const std::uint64_t length = end - at;
+      const ssize_t wrote = backend_->pwrite(request.write.handle, from, static_cast<std::size_t>(length), at);
+      if (wrote == -EINTR) continue;
+      if (wrote <= 0) {  // pwrite(2) returns 0 for a non-empty range only on failure; retrying would spin
+        throw Error(ErrorCode::IO, "write " + request.name + " at offset " + std::to_string(at) + ", length " +
+                                       std::to_string(length) + ": " +
+                                       (wrote < 0 ? std::strerror(static_cast<int>(-wrote)) : "nothing written"));
+      }
+      bytes_written_.fetch_add(static_cast<std::uint64_t>(wrote), std::memory_order_relaxed);
+      at += static_cast<std::uint64_t>(wrote);
+      from += wrote;
+    }
+    busy_ns_.fetch_add(elapsed_ns(start), std::memory_order_relaxed);
+    pieces_.fetch_add(1, std::memory_order_relaxed);
   } catch (...) {
     request.fail(std::current_exception());
   }

@@ -189,6 +189,9 @@ TEST(ProgramTest, SpillAndReloadRoundTrip) {
   auto wrong = b;
   wrong.spec.instructions[1].writes = {back};
   EXPECT_CONTAINS(rejection(wrong.spec), "spill 1 ('spill1'): moves bytes from a host tier to a disk tier");
+  auto torch_owned = b;
+  torch_owned.spec.buffers[1].torch_owned = true;  // torch has no place in the spill file
+  EXPECT_CONTAINS(rejection(torch_owned.spec), "buffer 101 ('b101'): a disk buffer cannot be torch-owned");
 }
 
 }  // namespace

@@ -1,10 +1,12 @@
-// Tests of the POSIX I/O backend and the fault-injecting wrapper.
+// Tests of the POSIX I/O backend (reads, anonymous spill files) and the fault-injecting wrapper.
 #include "tt/storage/io_backend.h"
 
 #include <gtest/gtest.h>
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
+#include <functional>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -62,11 +64,77 @@ TEST(PosixIoBackendTest, DirectOpenWorksOrSaysTheFilesystemRefusesIt) {
   }
 }
 
-// A backend whose every read succeeds with the full length, without touching memory.
+// The names in `directory`.
+std::vector<std::string> names_in(const std::string& directory) {
+  std::vector<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator(directory)) names.push_back(entry.path().string());
+  return names;
+}
+
+// Writes `bytes` to a spill file at `offset`, reads them back, and checks its size.
+void round_trip(IoBackend& backend, int handle, const std::vector<std::uint8_t>& bytes, std::uint64_t offset) {
+  ASSERT_EQ(backend.pwrite(handle, bytes.data(), bytes.size(), offset), static_cast<ssize_t>(bytes.size()));
+  std::vector<std::uint8_t> back(bytes.size());
+  ASSERT_EQ(backend.pread(handle, back.data(), back.size(), offset), static_cast<ssize_t>(back.size()));
+  EXPECT_EQ(back, bytes);
+  EXPECT_EQ(backend.file_size(handle), offset + bytes.size());
+}
+
+TEST(PosixIoBackendTest, ASpillFileIsWrittenAndReadBackAndNothingNamesIt) {
+  TempDir dir;
+  PosixIoBackend backend;
+  const int handle = backend.open_for_spill(dir.root());
+  round_trip(backend, handle, test::random_bytes(10000, 3), 4096);
+  EXPECT_TRUE(names_in(dir.root()).empty());
+  backend.close(handle);
+  EXPECT_TRUE(names_in(dir.root()).empty());
+}
+
+TEST(PosixIoBackendTest, TheFallbackUnlinksItsFileAtOnce) {
+  TempDir dir;
+  PosixIoBackend backend;
+  const int handle = create_unlinked_spill_file(dir.root());
+  round_trip(backend, handle, test::random_bytes(5000, 4), 100);
+  EXPECT_TRUE(names_in(dir.root()).empty());
+  backend.close(handle);
+}
+
+TEST(PosixIoBackendTest, WithOTmpfileNoNameEverAppears) {
+  TempDir dir;
+  if (!test::supports_o_tmpfile(dir.root())) GTEST_SKIP() << "the filesystem of " << dir.root() << " lacks O_TMPFILE";
+  PosixIoBackend backend;
+  test::CreationWatch watch(dir.root());
+  backend.close(backend.open_for_spill(dir.root()));
+  EXPECT_TRUE(watch.created().empty());
+  backend.close(create_unlinked_spill_file(dir.root()));  // the watch does see the fallback's name
+  EXPECT_EQ(watch.created().size(), 1u);
+}
+
+TEST(PosixIoBackendTest, ASpillFileInAMissingDirectoryIsNotFoundNamingIt) {
+  TempDir dir;
+  PosixIoBackend backend;
+  const std::string missing = dir.path("missing");
+  for (const auto& create : {std::function<int()>([&] { return backend.open_for_spill(missing); }),
+                             std::function<int()>([&] { return create_unlinked_spill_file(missing); })}) {
+    try {
+      backend.close(create());
+      FAIL() << "no error";
+    } catch (const Error& error) {
+      EXPECT_EQ(error.code(), ErrorCode::NotFound);
+      EXPECT_NE(std::string(error.what()).find(missing), std::string::npos) << error.what();
+    }
+  }
+}
+
+// A backend whose every read and write succeeds with the full length, without touching memory.
 class CountingBackend final : public IoBackend {
  public:
   int open(const std::string&, bool) override { return 3; }
   ssize_t pread(int, void*, std::size_t length, std::uint64_t) noexcept override {
+    return static_cast<ssize_t>(length);
+  }
+  int open_for_spill(const std::string&) override { return 4; }
+  ssize_t pwrite(int, const void*, std::size_t length, std::uint64_t) noexcept override {
     return static_cast<ssize_t>(length);
   }
   void close(int) noexcept override {}
@@ -86,11 +154,42 @@ TEST(FaultInjectingIoBackendTest, FailsTheNthCallOnlyOrEveryCallFromIt) {
   EXPECT_EQ(always.pread(0, buffer, 64, 0), -ENOSPC);
   EXPECT_EQ(always.pread(0, buffer, 64, 0), -ENOSPC);
 
-  FaultInjectingIoBackend short_reads(std::make_shared<CountingBackend>(), {IoFault::ShortRead, 1, true, 0});
+  FaultInjectingIoBackend short_reads(std::make_shared<CountingBackend>(), {IoFault::Short, 1, true, 0});
   EXPECT_EQ(short_reads.pread(0, buffer, 64, 0), 32);
   EXPECT_EQ(short_reads.pread(0, buffer, 1, 0), 1);  // never 0, which would mean the end of the file
-  EXPECT_EQ(short_reads.open("x", false), 3);        // open and file_size pass through
+  EXPECT_EQ(short_reads.open("x", false), 3);        // open, open_for_spill and file_size pass through
+  EXPECT_EQ(short_reads.open_for_spill("x"), 4);
   EXPECT_EQ(short_reads.file_size(3), 1u << 20);
+}
+
+TEST(FaultInjectingIoBackendTest, WritesGetThePlanWithTheirOwnCount) {
+  const char buffer[64] = {};
+  char out[64];
+  FaultInjectingIoBackend both(std::make_shared<CountingBackend>(), {IoFault::Enospc, 2, false, 0});
+  EXPECT_EQ(both.pread(0, out, 64, 0), 64);
+  EXPECT_EQ(both.pwrite(0, buffer, 64, 0), 64);      // the first write, whatever the reads did
+  EXPECT_EQ(both.pwrite(0, buffer, 64, 0), -ENOSPC);
+  EXPECT_EQ(both.pwrite(0, buffer, 64, 0), 64);
+  EXPECT_EQ(both.pread(0, out, 64, 0), -ENOSPC);     // the second read
+  EXPECT_EQ(both.pread_calls(), 2);
+  EXPECT_EQ(both.pwrite_calls(), 3);
+
+  FaultInjectingIoBackend writes(std::make_shared<CountingBackend>(),
+                                 {.fault = IoFault::Eio, .at_call = 1, .repeat = true, .reads = false});
+  EXPECT_EQ(writes.pread(0, out, 64, 0), 64);        // reads are not planned, but counted
+  EXPECT_EQ(writes.pwrite(0, buffer, 64, 0), -EIO);
+  EXPECT_EQ(writes.pwrite(0, buffer, 64, 0), -EIO);
+  EXPECT_EQ(writes.pread_calls(), 1);
+
+  FaultInjectingIoBackend short_writes(std::make_shared<CountingBackend>(),
+                                       {.fault = IoFault::Short, .repeat = true, .writes = true});
+  EXPECT_EQ(short_writes.pwrite(0, buffer, 64, 0), 32);
+  EXPECT_EQ(short_writes.pwrite(0, buffer, 1, 0), 1);
+
+  FaultInjectingIoBackend reads(std::make_shared<CountingBackend>(),
+                                {.fault = IoFault::Eio, .repeat = true, .writes = false});
+  EXPECT_EQ(reads.pwrite(0, buffer, 64, 0), 64);
+  EXPECT_EQ(reads.pread(0, out, 64, 0), -EIO);
 }
 
 TEST(FaultInjectingIoBackendTest, CountsCallsAcrossThreadsSoExactlyOneFails) {

@@ -207,7 +207,7 @@ TEST(IoEngineTest, EioAtTheNthReadNamesPathAndOffsetAndTheEngineGoesOn) {
 TEST(IoEngineTest, ShortReadsAreRetriedToTheRightBytes) {
   TestFile file(300000);
   auto backend = std::make_shared<FaultInjectingIoBackend>(std::make_shared<PosixIoBackend>(),
-                                                           FaultPlan{IoFault::ShortRead, 1, true, 0});
+                                                           FaultPlan{IoFault::Short, 1, true, 0});
   IoEngine engine({.threads = 3, .queue_depth = 3, .chunk_bytes = 65536, .mode = IoMode::Auto}, backend);
   AlignedBuffer out(file.bytes.size(), 4096);
   engine.read({.path = file.path(), .offset = 0, .length = file.bytes.size(), .destination = out.data(),

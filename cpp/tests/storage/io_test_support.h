@@ -1,6 +1,8 @@
 // Test helpers shared by the I/O backend and engine tests: temporary files and instrumented backends.
 #pragma once
 
+#include <fcntl.h>
+#include <sys/inotify.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,6 +15,7 @@
 #include <memory>
 #include <mutex>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -40,6 +43,8 @@ class TempDir {
 
   // Absolute path of `name` in the directory.
   std::string path(const std::string& name) const { return (root_ / name).string(); }
+  // The directory itself.
+  std::string root() const { return root_.string(); }
 
  private:
   std::filesystem::path root_;
@@ -58,6 +63,46 @@ inline void write_file(const std::string& path, const std::vector<std::uint8_t>&
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
 }
+
+// Whether files in `directory` can be created with O_TMPFILE (never named in it).
+inline bool supports_o_tmpfile(const std::string& directory) {
+  const int probe = ::open(directory.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+  if (probe < 0) return false;
+  ::close(probe);
+  return true;
+}
+
+// The names created in (or moved into) a directory while the watch lives, seen through inotify,
+// which queues each event during the call that makes the name: a name that exists only for an
+// instant is still seen. Not thread-safe.
+class CreationWatch {
+ public:
+  explicit CreationWatch(const std::string& directory) : fd_(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC)) {
+    if (fd_ < 0 || ::inotify_add_watch(fd_, directory.c_str(), IN_CREATE | IN_MOVED_TO) < 0) {
+      throw std::runtime_error("inotify on '" + directory + "' failed");
+    }
+  }
+  CreationWatch(const CreationWatch&) = delete;
+  CreationWatch& operator=(const CreationWatch&) = delete;
+  ~CreationWatch() { ::close(fd_); }
+
+  // Every name seen so far.
+  const std::vector<std::string>& created() {
+    alignas(inotify_event) char events[4096];
+    for (ssize_t got; (got = ::read(fd_, events, sizeof events)) > 0;) {
+      for (ssize_t at = 0; at < got;) {
+        const auto* event = reinterpret_cast<const inotify_event*>(events + at);
+        if (event->len > 0) names_.emplace_back(event->name);
+        at += static_cast<ssize_t>(sizeof(inotify_event) + event->len);
+      }
+    }
+    return names_;
+  }
+
+ private:
+  int fd_;
+  std::vector<std::string> names_;
+};
 
 // A gate that threads wait at until the test opens it. Thread-safe.
 class Gate {
@@ -85,6 +130,10 @@ class BlockingBackend final : public IoBackend {
   int open(const std::string& path, bool direct) override { return posix_.open(path, direct); }
   void close(int handle) noexcept override { posix_.close(handle); }
   std::uint64_t file_size(int handle) override { return posix_.file_size(handle); }
+  int open_for_spill(const std::string& directory) override { return posix_.open_for_spill(directory); }
+  ssize_t pwrite(int handle, const void* source, std::size_t length, std::uint64_t offset) noexcept override {
+    return posix_.pwrite(handle, source, length, offset);
+  }
   ssize_t pread(int handle, void* destination, std::size_t length, std::uint64_t offset) noexcept override {
     {
       std::lock_guard lock(mutex_);
@@ -128,6 +177,10 @@ class LongerFileBackend final : public IoBackend {
   std::uint64_t file_size(int handle) override { return posix_.file_size(handle) + extra_; }
   ssize_t pread(int handle, void* destination, std::size_t length, std::uint64_t offset) noexcept override {
     return posix_.pread(handle, destination, length, offset);
+  }
+  int open_for_spill(const std::string& directory) override { return posix_.open_for_spill(directory); }
+  ssize_t pwrite(int handle, const void* source, std::size_t length, std::uint64_t offset) noexcept override {
+    return posix_.pwrite(handle, source, length, offset);
   }
 
  private:

@@ -1,4 +1,5 @@
-// Runs a Program: Load, Copy and Free natively (the I/O engine, memcpy, the ledger); Compute through a callback.
+// Runs a Program: Load, Spill, Reload, Copy and Free natively (the I/O engine, memcpy, the
+// ledger); Compute through a callback.
 #pragma once
 
 #include <cstddef>
@@ -16,18 +17,21 @@
 #include "tt/runtime/delay_timer.h"
 #include "tt/runtime/executor.h"
 #include "tt/storage/io_engine.h"
+#include "tt/storage/spill_file.h"
 
 namespace tt {
 
-// The memory of one call: a transient arena per tier from the data plane's pools, held
-// until the last handle (the call, or a torch view of its bytes) drops, and the addresses
-// bound to the buffers whose bytes the core does not own (inputs, torch-owned buffers).
-// Thread-safe to read; its buffers are written by the instructions that own them.
+// The memory of one call: a transient arena per memory tier and a spill file per Disk tier
+// that spills, from the data plane's pools, held until the last handle (the call, or a torch
+// view of its bytes) drops (the spill files go back at end_call), and the addresses bound to
+// the buffers whose bytes the core does not own (inputs, torch-owned buffers). Thread-safe to
+// read; its buffers are written by the instructions that own them.
 class CallMemory {
  public:
   // The address of buffer `position` (of program.buffers()): in the resident or this
   // call's arena, or the one bound to an input or torch-owned buffer (Error(InvalidArgument)
-  // naming the buffer when none is); Error(InvalidArgument) for file ranges.
+  // naming the buffer when none is); Error(InvalidArgument) for file ranges and spilled
+  // buffers (bytes in a file, not in memory).
   std::byte* address(std::size_t position) const;
 
   // Binds an input or torch-owned buffer (transient or resident) to `bytes` at `address`
@@ -54,7 +58,8 @@ class CallMemory {
 
   const Program* program_ = nullptr;
   std::vector<std::shared_ptr<HostArena>> resident_;   // per tier, shared by every call
-  std::vector<std::shared_ptr<HostArena>> transient_;  // per tier, this call's
+  std::vector<std::shared_ptr<HostArena>> transient_;  // per memory tier, this call's
+  std::vector<std::shared_ptr<SpillFile>> spill_;      // per Disk tier that spills, this call's
   std::vector<std::int64_t> booked_;                   // per tier: what begin_call reserved in the ledger
   mutable std::mutex mutex_;
   std::vector<bool> live_;                             // per buffer
@@ -69,27 +74,37 @@ class CallMemory {
 // What the Python side runs for a Compute instruction; may throw.
 using ComputeKernel = std::function<void(const Instruction& instruction)>;
 
-// One program's runtime: its resident arenas (allocated once), a pool of per-call arenas,
-// the ledger that enforces each tier's budget, and the I/O engine its loads use. The
-// ledger admits a call only with room for its whole transient plan (the memory plan
-// bounds what any run order holds), so concurrent calls never exceed a budget. run() is
-// thread-safe; concurrent calls share the residents and each take their own arenas.
+// One program's runtime: its resident arenas (allocated once), pools of per-call arenas and
+// spill files, the ledger that enforces each tier's budget (a Disk tier's transient bytes are
+// its spill file's), and the I/O engine its loads, spills and reloads use. The ledger admits a
+// call only with room for its whole transient plan (the memory plan bounds what any run order
+// holds), so concurrent calls never exceed a budget. run() is thread-safe; concurrent calls
+// share the residents and each take their own arenas and spill files.
 class DataPlane {
  public:
-  // Allocates the resident arenas and books the residents in the ledger. Throws
-  // Error(ResourceExhausted) if the residents alone exceed a tier.
-  DataPlane(std::shared_ptr<const Program> program, std::shared_ptr<IoEngine> io, std::int32_t workers);
+  // Allocates the resident arenas and books the residents in the ledger. A program that spills
+  // (a Disk tier with transient bytes) needs `io` and `spill_dir`, an existing directory where
+  // its spill files are created (anonymous: see SpillFile); the first one is created here, so a
+  // bad directory fails now. Throws Error(InvalidArgument) naming the tier when a program that
+  // spills has no I/O engine or no spill directory, Error(NotFound) or Error(IO) when the spill
+  // file cannot be created, and Error(ResourceExhausted) if the residents alone exceed a tier.
+  DataPlane(std::shared_ptr<const Program> program, std::shared_ptr<IoEngine> io, std::int32_t workers,
+            std::string spill_dir = {});
 
-  // A new call's memory (arenas from the pool, and the plane's resident bindings). Waits up
-  // to timeout_s for room in the ledger for the call's transient bytes when other calls
-  // hold it; Error(ResourceExhausted) when there is no room by then.
+  // A new call's memory (arenas and spill files from the pools, and the plane's resident
+  // bindings). Waits up to timeout_s for room in the ledger for the call's transient bytes
+  // (the Disk tiers' too) when other calls hold it; Error(ResourceExhausted) when there is no
+  // room by then, and the spill file's errors when a new one cannot be created.
   std::shared_ptr<CallMemory> begin_call(double timeout_s);
 
-  // Runs every instruction of the program for the call that owns `memory`: loads through
-  // the I/O engine (completing asynchronously), copies and frees natively without the GIL,
-  // compute through `compute`. An instruction whose work ends before its declared_us has
-  // passed (since it started) completes at that deadline, from the plane's timer: no
-  // thread waits for it; a failure completes at once. Returns or throws only once nothing
+  // Runs every instruction of the program for the call that owns `memory`: loads, spills
+  // (the host buffer's bytes written at the Disk buffer's offset in the call's spill file) and
+  // reloads (read back into the host buffer) through the I/O engine, completing
+  // asynchronously; copies and frees natively without the GIL; compute through `compute`. A
+  // failed spill or reload fails the run with its Error(IO), which names the spill file's
+  // directory, the offset, the length and the OS reason. An instruction whose work ends
+  // before its declared_us has passed (since it started) completes at that deadline, from
+  // the plane's timer: no thread waits for it; a failure completes at once. Returns or throws only once nothing
   // of the call is in progress (after a stall: see Executor::run), so its arenas are no
   // longer written.
   RunReport run(const std::shared_ptr<CallMemory>& memory, ComputeKernel compute, RunOptions options);
@@ -104,9 +119,10 @@ class DataPlane {
   // and for a buffer that is not resident.
   void bind_resident(std::int64_t buffer_id, std::byte* address, std::int64_t bytes);
 
-  // Gives back the call's transient bytes (booked by begin_call); the arenas go back to the
-  // pool once every view of them is gone. After a stall, while instructions of the call still
-  // run, the bytes stay booked until the last of them ends: no later call is admitted into
+  // Gives back the call's transient bytes (booked by begin_call) and its spill files (to the
+  // pool, once no write or read of them is in flight); the arenas go back to the pool once
+  // every view of them is gone. After a stall, while instructions of the call still run,
+  // both stay the call's until the last of them ends: no later call is admitted into
   // memory that one may still write.
   void end_call(const std::shared_ptr<CallMemory>& memory);
 
@@ -123,18 +139,17 @@ class DataPlane {
 
   std::shared_ptr<const Program> program_;
   std::shared_ptr<IoEngine> io_;
-  // Completes instructions at their declared time; only when one declares a time. Declared
-  // before the executor so that it outlives it: the executor's destructor waits for a
-  // stalled run's late completions, which may still pass through the timer.
-  // Before the executor, so that it outlives a stalled run's late completions, which may
-  // still pass through the timer and give a call's booking back to the ledger.
-  MemoryLedger ledger_;       // per tier: residents, plus each call's live transients
-  std::unique_ptr<DelayTimer> timer_;
+  // The ledger and the timer come before the executor, so that they outlive it: its
+  // destructor waits for a stalled run's late completions, which may still pass through the
+  // timer and give a call's booking back to the ledger.
+  MemoryLedger ledger_;                // per tier: residents, plus each call's live transients
+  std::unique_ptr<DelayTimer> timer_;  // completes instructions at their declared time; only when one declares one
   Executor executor_;
   std::vector<std::shared_ptr<HostArena>> resident_;
   mutable std::mutex bound_mutex_;
   std::vector<std::optional<std::byte*>> resident_bound_;   // per buffer, guarded by bound_mutex_: bind_resident's
-  std::vector<std::unique_ptr<HostArenaPool>> pools_;
+  std::vector<std::unique_ptr<HostArenaPool>> pools_;         // per tier, null for Disk tiers
+  std::vector<std::unique_ptr<SpillFilePool>> spill_pools_;  // per tier, null but for Disk tiers that spill
   std::vector<std::shared_ptr<const FileDigests>> digests_;  // per file, null without digests
   std::vector<std::optional<std::uint32_t>> range_crc32c_;   // per buffer: a file range's own checksum
   // Fixed per program, so computed once rather than on every call:

@@ -1,4 +1,5 @@
-// Reads byte ranges of files into caller memory on a pool of I/O threads, checking chunk digests as they arrive.
+// Reads byte ranges of files into caller memory on a pool of I/O threads, checking chunk digests as
+// they arrive, and writes spill files the same way.
 #pragma once
 
 #include <atomic>
@@ -72,6 +73,20 @@ struct ReadRequest {
   // The CRC-32C of the whole range, checked once every piece has arrived (a load of one
   // tensor checks its own bytes, whatever the chunk grid); absent: not checked.
   std::optional<std::uint32_t> range_crc32c = std::nullopt;
+  // >= 0: read this open handle (a spill file's, which the caller owns and keeps open until
+  // on_done runs) instead of opening `path`; `path` then only names the file in messages
+  // (SpillFile::name()). Always read through the page cache, whatever the mode: an anonymous
+  // file cannot be reopened with O_DIRECT.
+  int handle = -1;
+};
+
+// One write: `length` bytes of `source` to file bytes [offset, offset + length) of an open handle.
+struct WriteRequest {
+  int handle = -1;               // from IoBackend::open_for_spill; caller-owned, open until on_done runs
+  std::uint64_t offset = 0;
+  std::uint64_t length = 0;
+  const void* source = nullptr;  // caller-owned, at least `length` bytes, unchanged until on_done runs
+  std::string name;              // how messages name the file: "the spill file in '/dir'"
 };
 
 // Shared between a caller and its requests: set to true to cancel them. Checked before each piece.
@@ -85,20 +100,23 @@ using IoCallback = std::function<void(std::exception_ptr error)>;
 struct IoStats {
   std::uint64_t requests = 0;         // completed requests, successful or not
   std::uint64_t failed_requests = 0;  // of which completed with an error (cancelled included)
-  std::uint64_t pieces = 0;           // pieces read (skipped ones not counted)
+  std::uint64_t pieces = 0;           // pieces read or written (skipped ones not counted)
   std::uint64_t bytes_read = 0;       // direct_bytes + buffered_bytes
   std::uint64_t direct_bytes = 0;     // read with O_DIRECT
   std::uint64_t buffered_bytes = 0;   // read through the page cache
+  std::uint64_t bytes_written = 0;    // by write requests
   std::uint64_t chunks_verified = 0;  // whole chunks whose digest matched
-  double busy_seconds = 0;            // sum over pieces of the time spent in reads
+  double busy_seconds = 0;            // sum over pieces of the time spent in reads and writes
   double digest_seconds = 0;          // sum over pieces of the time spent hashing
 };
 
-// Owns its I/O threads: spawned in the constructor, joined in the destructor. submit() and the
-// accessors are thread-safe. Requests are served in submission order, each split into pieces at
-// multiples of its piece grid (the digests' chunk_bytes, else options.chunk_bytes); any I/O thread
-// may read any piece, so the pieces of one request are read concurrently. No I/O thread ever
-// waits for a request: a request completes on whichever thread finishes its last piece.
+// Owns its I/O threads: spawned in the constructor, joined in the destructor. submit(),
+// submit_write() and the accessors are thread-safe. Requests (reads and writes) are served in
+// submission order, each split into pieces at multiples of its piece grid (a read's digests'
+// chunk_bytes, else options.chunk_bytes); any I/O thread may read or write any piece, so the
+// pieces of one request run concurrently, and queue_depth bounds reads and writes together. No
+// I/O thread ever waits for a request: a request completes on whichever thread finishes its
+// last piece.
 class IoEngine {
  public:
   // Throws Error(InvalidArgument) for bad options or a null backend. The engine shares the
@@ -119,8 +137,18 @@ class IoEngine {
   // `cancel` was set before a piece was started or the engine was destroyed first. After the first
   // error the request's remaining pieces are skipped. Throws Error(InvalidArgument), without
   // calling on_done, for a malformed request: no destination, offset + length overflowing, a zero
-  // digest chunk, or (Direct mode) a destination and offset not equal modulo kDirectAlignment.
+  // digest chunk, or (Direct mode, reading a path) a destination and offset not equal modulo
+  // kDirectAlignment.
   void submit(ReadRequest request, IoCallback on_done, CancelFlag cancel = nullptr);
+
+  // Queues a write and returns at once; `on_done` runs later exactly once (see IoCallback). Each
+  // piece is written with pwrite calls that retry short writes and EINTR. Errors passed to
+  // on_done: Error(IO) naming the file (request.name), the offset, the length and the OS reason
+  // ("No space left on device" when the disk is full); Error(Cancelled) as for submit(). After
+  // the first error the remaining pieces are skipped; the bytes written are then unspecified.
+  // Throws Error(InvalidArgument), without calling on_done, for no handle, no source, or offset +
+  // length overflowing.
+  void submit_write(WriteRequest request, IoCallback on_done, CancelFlag cancel = nullptr);
 
   // submit() and wait: returns when the request completed, rethrowing its error. Blocks the
   // calling thread, which must not be one of this engine's (an on_done callback).
@@ -137,19 +165,26 @@ class IoEngine {
   // The options the engine was built with.
   const IoEngineOptions& options() const noexcept { return options_; }
 
+  // The backend every request goes through; spill files are opened with it, so that a test's
+  // faults reach them too.
+  const std::shared_ptr<IoBackend>& backend() const noexcept { return backend_; }
+
  private:
   struct Request;  // a submitted request's state, private to io_engine.cc
   struct Finished {
     std::shared_ptr<Request> request;
-    std::size_t pieces;  // pieces to mark finished (skipped or just read)
+    std::size_t pieces;  // pieces to mark finished (skipped or just done)
   };
 
+  // Splits `request` into pieces on `grid` and queues it.
+  void enqueue(std::shared_ptr<Request> request, std::uint64_t grid);
   void worker_loop();
-  // Takes the next piece to read into `request`/`index`, or collects skipped requests into
+  // Takes the next piece to read or write into `request`/`index`, or collects skipped requests into
   // `finished`; returns false when the thread should exit. Called with mutex_ held.
   bool next_work(std::unique_lock<std::mutex>& lock, std::shared_ptr<Request>& request, std::size_t& index,
                  std::vector<Finished>& finished);
   void read_piece(Request& request, std::size_t index);
+  void write_piece(Request& request, std::size_t index);
   void read_range(Request& request, char* out, std::uint64_t begin, std::uint64_t end);
   int direct_handle(Request& request);
   void finish(const Finished& finished);
@@ -169,7 +204,7 @@ class IoEngine {
   std::atomic<bool> has_fallback_reason_{false};
 
   std::atomic<std::uint64_t> requests_{0}, failed_requests_{0}, pieces_{0}, direct_bytes_{0}, buffered_bytes_{0},
-      chunks_verified_{0}, busy_ns_{0}, digest_ns_{0};
+      bytes_written_{0}, chunks_verified_{0}, busy_ns_{0}, digest_ns_{0};
 
   std::vector<std::thread> threads_;  // last member: started once everything above is constructed
 };
