@@ -9,6 +9,7 @@ from .config import CompileConfig
 from .errors import (
     ArtifactError,
     CaptureError,
+    CheckpointError,
     ConfigTypeError,
     ConfigValueError,
     ExecutionCancelled,
@@ -39,6 +40,7 @@ __all__ = [
     "UnsafeArtifactError",
     "load_compiled",
     "CaptureError",
+    "CheckpointError",
     "CompileConfig",
     "CompiledModule",
     "ConfigTypeError",

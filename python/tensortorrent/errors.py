@@ -6,6 +6,8 @@ either the TensorTorrent type or the familiar Python one.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 
 class TensorTorrentError(Exception):
     """Base class of every error TensorTorrent raises on purpose."""
@@ -59,6 +61,24 @@ class ArtifactError(TensorTorrentError):
 
 class UnsafeArtifactError(ArtifactError):
     """An artifact holds parts that could run code when loaded (pickles, native libraries)."""
+
+
+class CheckpointError(TensorTorrentError, ValueError):
+    """A checkpoint is missing, unreadable, inconsistent or does not fit the model; names the
+    file or tensors. A failed match lists the names `.missing`, `.unexpected` and `.mismatched`."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        missing: Sequence[str] = (),
+        unexpected: Sequence[str] = (),
+        mismatched: Sequence[str] = (),
+    ) -> None:
+        super().__init__(message)
+        self.missing = list(missing)
+        self.unexpected = list(unexpected)
+        self.mismatched = list(mismatched)
 
 
 class UnsupportedError(TensorTorrentError):
