@@ -303,10 +303,20 @@ void Executor::finish_elsewhere(CompletionState& completion) {
     std::lock_guard lock(state.mutex);
     dispatch = finish(state, completion.index, std::move(completion.failure));
   }
-  std::vector<Task> tasks;
-  for (std::size_t ready : dispatch) tasks.push_back(Task{completion.run, ready});
   // Keep the run alive past push: the last Task may finish on a worker before we return.
   std::shared_ptr<RunState> keep = completion.run;
+  // Immediate instructions (frees) run here and now, before anything they made ready is
+  // handed on, as on a worker: memory is given back the moment its last reader ends,
+  // whichever thread completes that reader. Only those: this may be an I/O or timer thread.
+  const auto& immediate = state.options.immediate;
+  std::vector<Task> tasks;
+  for (std::size_t ready : dispatch) {
+    if (!immediate.empty() && immediate[ready]) {
+      execute(workers() + 1, Task{completion.run, ready}, /*immediates_only=*/true);
+    } else {
+      tasks.push_back(Task{completion.run, ready});
+    }
+  }
   push(std::move(tasks), state);
   release_pending();
 }
@@ -319,7 +329,7 @@ void Executor::release_pending() {
   }
 }
 
-void Executor::execute(std::int32_t worker, Task task) {
+void Executor::execute(std::int32_t worker, Task task, bool immediates_only) {
   RunState& state = *task.run;
   // This thread's own work: immediate instructions first, then at most one other. A pass
   // that makes successors ready continues with them here, skipping a round trip through
@@ -367,7 +377,8 @@ void Executor::execute(std::int32_t worker, Task task) {
       dispatch = finish(state, index, std::move(completion->failure));
     }
     const auto& immediate = state.options.immediate;
-    bool have_other = std::any_of(mine.begin(), mine.end(), [&](std::size_t i) { return immediate.empty() || !immediate[i]; });
+    bool have_other = immediates_only ||
+                      std::any_of(mine.begin(), mine.end(), [&](std::size_t i) { return immediate.empty() || !immediate[i]; });
     std::vector<Task> tasks;
     for (auto ready = dispatch.rbegin(); ready != dispatch.rend(); ++ready) {
       if (!immediate.empty() && immediate[*ready]) mine.push_front(*ready);

@@ -90,6 +90,41 @@ TEST(ExecutorQueuesTest, AnImmediateInstructionRunsOnTheThreadThatReadiedItBefor
   EXPECT_THROW(executor.run(schedule, [](const Instruction&) {}, options), Error);
 }
 
+TEST(ExecutorQueuesTest, AnImmediateInstructionRunsOnTheThreadThatCompletesItsLastReaderAsynchronously) {
+  // 0 completes later on another thread (an I/O or timer thread); 1 (immediate, like a
+  // Free) runs there at once, before 2 (also made ready by 0) can start anywhere else.
+  const auto schedule = std::make_shared<const Schedule>(
+      std::vector<Instruction>{node(0), node(1, {0}), node(2, {0})});
+  Executor executor({.workers = 2});
+  RunOptions options;
+  options.immediate = {false, true, false};
+  for (int repeat = 0; repeat < 10; ++repeat) {
+    LateCompleter completer;
+    std::mutex mutex;
+    std::vector<std::int64_t> order;
+    std::thread::id completing, free_ran_on;
+    const RunReport report = executor.run_async(schedule, [&](const Instruction& instruction, Completion done) {
+      {
+        std::lock_guard lock(mutex);
+        order.push_back(instruction.id);
+        if (instruction.id == 1) free_ran_on = std::this_thread::get_id();
+      }
+      if (instruction.id != 0) return done();
+      completer.later(5ms, [&mutex, &completing, done] {
+        {
+          std::lock_guard lock(mutex);
+          completing = std::this_thread::get_id();
+        }
+        done();
+      });
+    }, options);
+    ASSERT_EQ(order.size(), 3u);
+    EXPECT_EQ(order[1], 1) << "the free runs before what else its reader's completion made ready";
+    EXPECT_EQ(free_ran_on, completing) << "on the completing thread";
+    EXPECT_EQ(report.records[1].worker, executor.workers() + 1);
+  }
+}
+
 TEST(ExecutorQueuesTest, RejectsUnknownQueuesAndBadCapacities) {
   Executor executor({.workers = 1});
   RunOptions options;

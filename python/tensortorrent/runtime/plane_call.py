@@ -12,6 +12,8 @@ bytes once it is freed.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -20,6 +22,31 @@ import torch.utils._pytree as pytree
 from .. import _core
 from ..planning.lowering import LoweredProgram
 from .program_runner import ProgramRunner, detach_outputs
+
+
+@dataclass(frozen=True)
+class ComputeStep:
+    """What one Compute instruction does, worked out once per program."""
+
+    forward: Callable[..., tuple]  # the region's kernel
+    reads: tuple[int, ...]  # buffer per input
+    writes: tuple[int, ...]  # buffer per output
+    counted: tuple[int, ...]  # reads that are torch's transient tensors, dropped after their last reader
+    plain: bool  # every read and write is torch's or a preset value: no views, nothing carried
+
+
+def compute_steps(runner: ProgramRunner, lowered: LoweredProgram, readers: list[int]) -> dict[int, ComputeStep]:
+    special = set(lowered.views) | set(lowered.carried)
+    steps = {}
+    for ident, (reads, writes) in lowered.operands.items():
+        steps[ident] = ComputeStep(
+            forward=runner.kernels[lowered.region_of[ident]].forward,
+            reads=reads,
+            writes=writes,
+            counted=tuple(b for b in reads if readers[b]),
+            plain=not special.intersection(reads) and not special.intersection(writes),
+        )
+    return steps
 
 
 class PlaneCall:
@@ -32,12 +59,15 @@ class PlaneCall:
         plane: _core.DataPlane,
         memory,
         flat_inputs: list[Any],
+        steps: dict[int, ComputeStep],
         readers: list[int],
         bound_inputs: tuple[int, ...],
     ) -> None:
-        """`readers`: per buffer, the Compute instructions that read it (torch's tensors
-        only); `bound_inputs`: input buffers a Copy reads, whose memory the core is told."""
+        """`steps`: per Compute instruction, what it does; `readers`: per buffer, the Compute
+        instructions that read it (torch's tensors only); `bound_inputs`: input buffers a
+        Copy reads, whose memory the core is told."""
         self._runner, self._lowered, self._plane, self._memory = runner, lowered, plane, memory
+        self._steps = steps
         values = runner.bound_values + list(flat_inputs)
         self.env: list[Any] = [None] * len(lowered.program.buffers)
         for buffer, slot in lowered.preset:
@@ -63,26 +93,33 @@ class PlaneCall:
     def compute(self, instruction_id: int) -> None:
         """Runs a Compute instruction's region (on an executor thread or the caller's)."""
         torch.set_grad_enabled(False)  # grad mode is per thread
-        lowered = self._lowered
-        region = lowered.region_of[instruction_id]
-        reads, writes = lowered.operands[instruction_id]
-        inputs = [self.value(b) for b in reads]
-        outputs = self._runner.kernels[region].forward(*inputs)
-        held = [_span(t) for b, t in zip(reads, inputs) if b in lowered.views and isinstance(t, torch.Tensor)]
+        step = self._steps[instruction_id]
         env = self.env
-        for buffer, value in zip(writes, outputs):
-            if buffer in lowered.views:
+        if step.plain:  # the common case on the CPU: torch's tensors in, torch's tensors out
+            outputs = step.forward(*[env[b] for b in step.reads])
+            for buffer, value in zip(step.writes, outputs):
+                env[buffer] = value
+        else:
+            self._compute_with_views(step)
+        if step.counted:
+            with self._lock:
+                for buffer in step.counted:
+                    self._readers_left[buffer] -= 1
+                    if self._readers_left[buffer] == 0:
+                        env[buffer] = None
+
+    def _compute_with_views(self, step: ComputeStep) -> None:
+        views, env = self._lowered.views, self.env
+        inputs = [self.value(b) for b in step.reads]
+        outputs = step.forward(*inputs)
+        held = [_span(t) for b, t in zip(step.reads, inputs) if b in views and isinstance(t, torch.Tensor)]
+        for buffer, value in zip(step.writes, outputs):
+            if buffer in views:
                 self.value(buffer).copy_(value)
             elif held and isinstance(value, torch.Tensor) and _inside(value, held):
                 env[buffer] = value.clone()  # it views a core buffer that will be reused
             else:
                 env[buffer] = value
-        with self._lock:
-            for buffer in reads:
-                if self._readers_left[buffer]:
-                    self._readers_left[buffer] -= 1
-                    if self._readers_left[buffer] == 0:
-                        env[buffer] = None
 
     def finish(self) -> Any:
         """Applies buffer mutations and assembles the user's output structure from RAM."""

@@ -18,7 +18,7 @@ import torch
 from .. import _core
 from ..observe.units import format_bytes
 from ..planning.lowering import UNBOUNDED, LoweredProgram, WeightsFile
-from .plane_call import PlaneCall
+from .plane_call import PlaneCall, compute_steps
 from .program_runner import ProgramRunner
 
 K = _core.InstructionKind
@@ -54,6 +54,7 @@ class PlaneProgram:
             self.resident_tensors = self._load_residents()
             runner.rebind(self.bound_values())
         self._readers, self._bound_inputs = self._call_facts()
+        self._steps = compute_steps(runner, plan, self._readers)
         self._bind_residents()
 
     def _call_facts(self) -> tuple[list[int], tuple[int, ...]]:
@@ -163,7 +164,9 @@ class PlaneProgram:
         plane = self.plane
         memory = plane.begin_call(timeout_s)
         try:
-            call = PlaneCall(self.runner, self.plan, plane, memory, flat_inputs, self._readers, self._bound_inputs)
+            call = PlaneCall(
+                self.runner, self.plan, plane, memory, flat_inputs, self._steps, self._readers, self._bound_inputs
+            )
             with torch.no_grad():  # the caller's thread computes too; its grad mode comes back after
                 report = plane.run(memory, call.compute, stall_timeout_s=stall_timeout_s, cancel=token)
             return call.finish(), report, list(memory.peak_bytes)

@@ -128,7 +128,10 @@ class Executor {
   friend class Completion;
 
   void worker_loop(std::int32_t worker);
-  void execute(std::int32_t worker, Task task);
+  // Runs `task` and what it makes ready on this thread: immediate instructions first, then
+  // at most one other (none with `immediates_only`: a thread completing asynchronous work,
+  // recorded as worker workers() + 1, runs no kernel of its own); the rest go to the pool.
+  void execute(std::int32_t worker, Task task, bool immediates_only = false);
   // Finishes the instruction of `completion` off any worker: its successors are queued.
   void finish_elsewhere(CompletionState& completion);
   // One started instruction is no longer pending; wakes the destructor after the last.

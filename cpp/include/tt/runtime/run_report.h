@@ -13,7 +13,8 @@ struct InstructionRecord {
   std::string label;
   std::string kind;             // instruction_kind_name() of the instruction
   std::string device;
-  std::int32_t worker = -1;     // thread that ran it: 0 the caller, 1.. pool workers; -1 if it did not run
+  std::int32_t worker = -1;     // thread that ran it: 0 the caller, 1.. pool workers, workers + 1 a thread completing
+                                // asynchronous work (a free run as its last reader ends); -1 if it did not run
   double start_us = 0.0;        // microseconds since the run started
   double end_us = 0.0;
   bool ran = false;             // false when skipped after an error or cancellation
