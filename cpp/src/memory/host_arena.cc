@@ -27,38 +27,13 @@ HostArena::HostArena(std::int64_t bytes, std::int64_t alignment) : bytes_(bytes)
 HostArena::~HostArena() { std::free(data_); }
 
 HostArenaPool::HostArenaPool(std::int64_t arena_bytes, std::int64_t alignment)
-    : arena_bytes_(arena_bytes), alignment_(alignment), shelf_(std::make_shared<Shelf>()) {
+    : arena_bytes_(arena_bytes), alignment_(alignment) {
   HostArena check(0, alignment);  // validates the arguments now, not at the first call
   if (arena_bytes < 0) throw Error(ErrorCode::InvalidArgument, "host arena pool: arena_bytes must be >= 0");
 }
 
 std::shared_ptr<HostArena> HostArenaPool::acquire() {
-  std::unique_ptr<HostArena> arena;
-  {
-    std::lock_guard lock(shelf_->mutex);
-    if (!shelf_->free.empty()) {
-      arena = std::move(shelf_->free.back());
-      shelf_->free.pop_back();
-    }
-  }
-  if (!arena) {
-    arena = std::make_unique<HostArena>(arena_bytes_, alignment_);
-    std::lock_guard lock(shelf_->mutex);
-    ++shelf_->allocated;
-  }
-  std::weak_ptr<Shelf> shelf = shelf_;
-  return std::shared_ptr<HostArena>(arena.release(), [shelf](HostArena* returned) {
-    std::unique_ptr<HostArena> owned(returned);
-    if (auto alive = shelf.lock()) {
-      std::lock_guard lock(alive->mutex);
-      alive->free.push_back(std::move(owned));
-    }
-  });
-}
-
-std::size_t HostArenaPool::allocated() const {
-  std::lock_guard lock(shelf_->mutex);
-  return shelf_->allocated;
+  return pool_.acquire([this] { return std::make_unique<HostArena>(arena_bytes_, alignment_); });
 }
 
 }  // namespace tt

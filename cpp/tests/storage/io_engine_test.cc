@@ -21,25 +21,9 @@ namespace tt {
 namespace {
 
 using namespace std::chrono_literals;
+using test::contains;
+using test::error_of;
 using test::TempDir;
-
-// Runs `body` and returns the tt::Error it throws; fails the test if it throws none.
-template <typename Body>
-Error error_of(Body body) {
-  try {
-    body();
-  } catch (const Error& error) {
-    // A fresh message: copies of a std::runtime_error share theirs, and the engine's thread may
-    // still release the original.
-    return Error(error.code(), std::string(error.what()));
-  }
-  ADD_FAILURE() << "no error";
-  return Error(ErrorCode::Internal, "no error");
-}
-
-bool contains(const Error& error, const std::string& text) {
-  return std::string(error.what()).find(text) != std::string::npos;
-}
 
 // A file of random bytes in its own temporary directory.
 struct TestFile {

@@ -17,6 +17,8 @@
 namespace tt {
 namespace {
 
+using test::contains;
+using test::error_of;
 using test::TempDir;
 
 // submit_write() and wait, rethrowing the request's error (moved out under the lock, as
@@ -42,22 +44,6 @@ void write(IoEngine& engine, WriteRequest request, CancelFlag cancel = nullptr) 
     error = std::move(done->error);
   }
   if (error) std::rethrow_exception(std::move(error));
-}
-
-// The tt::Error `body` throws, with a fresh message (see io_engine_test.cc); fails the test if none.
-template <typename Body>
-Error error_of(Body body) {
-  try {
-    body();
-  } catch (const Error& error) {
-    return Error(error.code(), std::string(error.what()));
-  }
-  ADD_FAILURE() << "no error";
-  return Error(ErrorCode::Internal, "no error");
-}
-
-bool contains(const Error& error, const std::string& text) {
-  return std::string(error.what()).find(text) != std::string::npos;
 }
 
 // A spill file in a temporary directory, opened through `backend`, closed at the end.

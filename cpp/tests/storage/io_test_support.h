@@ -19,9 +19,30 @@
 #include <string>
 #include <vector>
 
+#include <gtest/gtest.h>
+
+#include "tt/common/error.h"
 #include "tt/storage/io_backend.h"
 
 namespace tt::test {
+
+// Runs `body` and returns the tt::Error it throws; fails the test if it throws none.
+template <typename Body>
+Error error_of(Body body) {
+  try {
+    body();
+  } catch (const Error& error) {
+    // A fresh message: copies of a std::runtime_error share theirs, and the engine's thread may
+    // still release the original.
+    return Error(error.code(), std::string(error.what()));
+  }
+  ADD_FAILURE() << "no error";
+  return Error(ErrorCode::Internal, "no error");
+}
+
+inline bool contains(const Error& error, const std::string& text) {
+  return std::string(error.what()).find(text) != std::string::npos;
+}
 
 // A unique directory, removed with its contents on destruction. Under $TT_TEST_TMPDIR when set
 // (point it at a real disk where /tmp is tmpfs), else the system temporary directory.

@@ -194,6 +194,7 @@ class _Lowering:
         self.producer: dict[int, int] = {}  # buffer -> op that writes it
         self.value_of: dict[int, int] = {}  # buffer -> the slot whose value it holds
         self.on_tier: dict[tuple[int, int], int] = {}  # (slot, tier) -> buffer holding its value there
+        self.origin: dict[int, int] = {}  # slot -> the buffer that first held its value (where it was made)
         self.last_on_queue: dict[int, int] = {}  # serial queues: queue -> its last op
         self.preset: list[tuple[int, int]] = []
         self.carried: dict[int, int] = {}
@@ -203,6 +204,7 @@ class _Lowering:
         self.operands: dict[int, tuple[tuple[int, ...], tuple[int, ...]]] = {}
         self.disk_resident: dict[int, int] = {}
         self.disk_streamed: dict[int, list[StreamedWeight]] = {}
+        self.loaded_slot: dict[int, int] = {}  # buffer a Load writes -> the bound slot it holds
 
     # Building blocks -------------------------------------------------------------------
 
@@ -219,6 +221,7 @@ class _Lowering:
             self.value_of[ident] = slot
             if register:
                 self.on_tier.setdefault((slot, tier), ident)
+                self.origin.setdefault(slot, ident)
         return ident
 
     def emit(self, op: _Op, serial: bool = False) -> int:
@@ -275,17 +278,13 @@ class _Lowering:
             self.values_on(through_ram, RAM)
         groups: dict[tuple[int, int], list[int]] = defaultdict(list)
         for slot in missing:
-            source = self.on_tier.get((slot, RAM)) if tier != RAM else self.any_copy(slot)
+            source = self.on_tier.get((slot, RAM)) if tier != RAM else self.origin[slot]
             groups[(self.producer.get(source, -1), self.buffers[source]["tier"])].append(source)
         for (producer, _), sources in sorted(groups.items()):
             origin = self.ops[producer].label if producer >= 0 else "inputs"
             for source, target in zip(sources, self.copy(sources, tier, {producer} - {-1}, f"{origin} out")):
                 found[self.value_of[source]] = target
         return found
-
-    def any_copy(self, slot: int) -> int:
-        """The buffer that first held `slot`'s value (on the tier that made it)."""
-        return min(buffer for (s, _), buffer in self.on_tier.items() if s == slot)
 
     # Weights ---------------------------------------------------------------------------
 
@@ -366,6 +365,7 @@ class _Lowering:
             target = self.buffer(RAM, None, LIFE.Transient, name, nbytes=place.nbytes)
             self.emit(_Op(K.Load, IO_QUEUE, [source], [target], set(deps), f"load {name}", -1.0))
             self.disk_streamed[region].append(StreamedWeight(slot, target, place.nbytes))
+            self.loaded_slot[target] = slot
             loaded[slot] = target
         return loaded
 
@@ -518,8 +518,7 @@ class _Lowering:
 
     def view_meta(self, buffer: int, slot: int | None) -> tuple[torch.dtype, tuple[int, ...]]:
         if slot is None:  # a streamed weight
-            weight = next(w for ws in self.disk_streamed.values() for w in ws if w.buffer == buffer)
-            place = self.weights.ranges[weight.slot]
+            place = self.weights.ranges[self.loaded_slot[buffer]]
             return place.dtype, place.shape
         if slot in self.disk_resident and self.weights is not None:
             place = self.weights.ranges[slot]

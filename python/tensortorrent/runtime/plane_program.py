@@ -53,6 +53,8 @@ class PlaneProgram:
         if weights is not None:
             self.resident_tensors = self._load_residents()
             runner.rebind(self.bound_values())
+        # Buffers a Copy reads: the core needs their addresses.
+        self._copied = {b for i in program.schedule.instructions if i.kind == K.Copy for b in i.reads}
         self._readers, self._bound_inputs = self._call_facts()
         self._steps = compute_steps(runner, plan, self._readers)
         self._bind_residents()
@@ -69,18 +71,16 @@ class PlaneProgram:
                 spec = buffers[buffer]
                 if spec.torch_owned and spec.lifetime == LIFE.Transient and buffer not in outputs:
                     readers[buffer] += 1
-        copied = {b for i in program.schedule.instructions if i.kind == K.Copy for b in i.reads}
-        inputs = tuple(b for b in sorted(copied) if buffers[b].lifetime == LIFE.Input and buffers[b].bytes > 0)
+        inputs = tuple(b for b in sorted(self._copied) if buffers[b].lifetime == LIFE.Input and buffers[b].bytes > 0)
         return readers, inputs
 
     def _bind_residents(self) -> None:
         """Tells the core where the model's own weights are that a Copy reads."""
         program, values = self.plan.program, self.runner.bound_values
-        copied = {b for i in program.schedule.instructions if i.kind == K.Copy for b in i.reads}
         self._bound_weights = []  # what the core reads: kept alive as long as the plane
         for buffer, slot in self.plan.preset:
             spec = program.buffers[buffer]
-            if buffer in copied and spec.torch_owned and spec.bytes > 0:
+            if buffer in self._copied and spec.torch_owned and spec.bytes > 0:
                 tensor = values[slot].contiguous()  # the core copies bytes as they lie
                 self._bound_weights.append(tensor)
                 self.plane.bind_resident(buffer, tensor.data_ptr(), tensor.nbytes)

@@ -4,8 +4,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <mutex>
-#include <vector>
+
+#include "tt/memory/reuse_pool.h"
 
 namespace tt {
 
@@ -44,17 +44,12 @@ class HostArenaPool {
 
   std::int64_t arena_bytes() const noexcept { return arena_bytes_; }
   // Arenas allocated so far (in use or pooled).
-  std::size_t allocated() const;
+  std::size_t allocated() const { return pool_.created(); }
 
  private:
-  struct Shelf {
-    std::mutex mutex;
-    std::vector<std::unique_ptr<HostArena>> free;
-    std::size_t allocated = 0;
-  };
   std::int64_t arena_bytes_;
   std::int64_t alignment_;
-  std::shared_ptr<Shelf> shelf_;
+  ReusePool<HostArena> pool_;
 };
 
 }  // namespace tt

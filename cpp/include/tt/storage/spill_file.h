@@ -3,10 +3,9 @@
 
 #include <cstddef>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <vector>
 
+#include "tt/memory/reuse_pool.h"
 #include "tt/storage/io_backend.h"
 
 namespace tt {
@@ -47,17 +46,12 @@ class SpillFilePool {
   std::shared_ptr<SpillFile> acquire();
 
   // Files created so far (in use or pooled).
-  std::size_t created() const;
+  std::size_t created() const { return pool_.created(); }
 
  private:
-  struct Shelf {
-    std::mutex mutex;
-    std::vector<std::unique_ptr<SpillFile>> free;
-    std::size_t created = 0;
-  };
   std::shared_ptr<IoBackend> backend_;
   std::string directory_;
-  std::shared_ptr<Shelf> shelf_;
+  ReusePool<SpillFile> pool_;
 };
 
 }  // namespace tt
