@@ -26,7 +26,12 @@ namespace tt {
 // view of its bytes) drops (the spill files go back at end_call), and the addresses bound to
 // the buffers whose bytes the core does not own (inputs, torch-owned buffers). Thread-safe to
 // read; its buffers are written by the instructions that own them.
-class CallMemory {
+//
+// It derives from enable_shared_from_this so that a handle Python passes back (to run,
+// view, end_call) shares the core's own ownership instead of holding a Python reference:
+// an I/O or timer thread may drop the last handle of a completing instruction, and must
+// never need the GIL to do so (the main thread may hold it while joining that thread).
+class CallMemory : public std::enable_shared_from_this<CallMemory> {
  public:
   // The address of buffer `position` (of program.buffers()): in the resident or this
   // call's arena, or the one bound to an input or torch-owned buffer (Error(InvalidArgument)
