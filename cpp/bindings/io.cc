@@ -128,6 +128,7 @@ void bind_io(nb::module_& m) {
       .def_prop_ro("request_bytes", [](const ReadModeResult& r) { return r.candidate.request_bytes; })
       .def_ro("measured", &ReadModeResult::measured)
       .def_ro("gigabytes_per_second", &ReadModeResult::gigabytes_per_second)
+      .def_ro("samples", &ReadModeResult::samples)
       .def_ro("skipped_reason", &ReadModeResult::skipped_reason)
       .def("__repr__", [](const ReadModeResult& r) { return repr(r); });
 
@@ -152,7 +153,8 @@ void bind_io(nb::module_& m) {
 
   m.def("measure_read_modes",
         [](const std::string& path, std::uint64_t bytes_to_read,
-           const std::optional<std::vector<std::tuple<std::string, std::int32_t, std::uint64_t>>>& candidates) {
+           const std::optional<std::vector<std::tuple<std::string, std::int32_t, std::uint64_t>>>& candidates,
+           std::int32_t rounds) {
           std::vector<ReadModeCandidate> chosen = default_read_mode_candidates();
           if (candidates) {
             chosen.clear();
@@ -161,11 +163,12 @@ void bind_io(nb::module_& m) {
             }
           }
           nb::gil_scoped_release release;
-          return measure_read_modes(path, bytes_to_read, chosen);
+          return measure_read_modes(path, bytes_to_read, chosen, rounds);
         },
-        "path"_a, "bytes_to_read"_a, "candidates"_a = nb::none(),
+        "path"_a, "bytes_to_read"_a, "candidates"_a = nb::none(), "rounds"_a = 1,
         "Times reading the first bytes_to_read bytes of path (page cache dropped before each) for every "
-        "(mode, threads, request_bytes) candidate; default: buffered and direct x 1, 2, 4, 8 threads x 1, 4, 16 MiB.");
+        "(mode, threads, request_bytes) candidate, every candidate once per round; each is judged by its median. "
+        "Default candidates: buffered and direct x 1, 2, 4, 8 threads x 1, 4, 16 MiB.");
 }
 
 }  // namespace tt::bindings

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -16,6 +17,7 @@ from .capture.export import check_model
 from .capture.module_graph import ModuleGraph, series
 from .config import CompileConfig
 from .errors import InvalidArgumentError, UnsupportedError
+from .from_checkpoint import compile_from_checkpoint
 from .hardware import discover_devices, resolve_budgets
 from .hardware.devices import names_accelerator
 from .hardware.virtual import VirtualDevice, check_machine
@@ -45,6 +47,7 @@ def compile(
     *,
     example_kwargs: dict[str, Any] | None = None,
     machine: VirtualDevice | Sequence[VirtualDevice] | None = None,
+    checkpoint: str | os.PathLike | Sequence[str | os.PathLike] | None = None,
 ) -> CompiledModule:
     """Compiles `model` for the shapes of `example_inputs` (and `example_kwargs`).
 
@@ -52,10 +55,18 @@ def compile(
     The model's own training/eval flags are left as they were. A ModuleGraph is compiled
     as the module that runs it. `devices` names where regions may compute: "auto" (the
     CPU), "cpu", or names of the virtual devices declared in `machine`.
+
+    With `checkpoint` (a .safetensors file, a list of them, a *.safetensors.index.json or
+    a folder holding one), the weights are read from there in place, never all in RAM at
+    once: `model` may be built on the meta device and its own weights are not used.
     """
     args = _as_args(example_inputs)
     kwargs = _as_kwargs(example_kwargs)
     config = _as_config(config)
+    if checkpoint is not None:
+        if machine is not None:
+            raise UnsupportedError("tt.compile: a model compiled from a checkpoint runs on the CPU only today")
+        return compile_from_checkpoint(check_model(model), args, kwargs, config, checkpoint, devices)
     # Accelerators are probed only for a plan that may use one: probing creates CUDA contexts.
     budgets = resolve_budgets(config, devices=discover_devices(accelerators=names_accelerator(devices)))
     model = check_model(compose(model, args, kwargs) if isinstance(model, ModuleGraph) else model)

@@ -27,6 +27,12 @@ void check(const ReadModeCandidate& candidate) {
   }
 }
 
+double median(std::vector<double> samples) {
+  std::sort(samples.begin(), samples.end());
+  const std::size_t middle = samples.size() / 2;
+  return samples.size() % 2 == 1 ? samples[middle] : (samples[middle - 1] + samples[middle]) / 2;
+}
+
 }  // namespace
 
 std::vector<ReadModeCandidate> default_read_mode_candidates() {
@@ -49,8 +55,11 @@ IoEngineOptions engine_options_for(const ReadModeCandidate& candidate) {
 }
 
 ReadModeMeasurement measure_read_modes(const std::string& path, std::uint64_t bytes_to_read,
-                                       const std::vector<ReadModeCandidate>& candidates) {
+                                       const std::vector<ReadModeCandidate>& candidates, std::int32_t rounds) {
   for (const ReadModeCandidate& candidate : candidates) check(candidate);
+  if (rounds < 1) {
+    throw Error(ErrorCode::InvalidArgument, "measure_read_modes: rounds must be >= 1, found " + std::to_string(rounds));
+  }
   PosixIoBackend posix;
   const UniqueFd file(posix.open(path, false));
   ReadModeMeasurement measurement;
@@ -64,29 +73,37 @@ ReadModeMeasurement measure_read_modes(const std::string& path, std::uint64_t by
     throw Error(ErrorCode::IO, "fdatasync '" + path + "': " + std::strerror(errno));
   }
   const AlignedBuffer buffer(static_cast<std::size_t>(measurement.bytes), kDirectAlignment);
-
   for (const ReadModeCandidate& candidate : candidates) {
     ReadModeResult result;
     result.candidate = candidate;
-    IoEngine engine(engine_options_for(candidate));  // threads start outside the timed part
-    if (const int error = ::posix_fadvise(file.get(), 0, 0, POSIX_FADV_DONTNEED); error != 0) {
-      throw Error(ErrorCode::IO, "posix_fadvise DONTNEED '" + path + "': " + std::strerror(error));
+    measurement.results.push_back(std::move(result));
+  }
+
+  for (std::int32_t round = 0; round < rounds; ++round) {
+    for (ReadModeResult& result : measurement.results) {
+      if (!result.skipped_reason.empty()) continue;
+      IoEngine engine(engine_options_for(result.candidate));  // threads start outside the timed part
+      if (const int error = ::posix_fadvise(file.get(), 0, 0, POSIX_FADV_DONTNEED); error != 0) {
+        throw Error(ErrorCode::IO, "posix_fadvise DONTNEED '" + path + "': " + std::strerror(error));
+      }
+      const auto start = std::chrono::steady_clock::now();
+      try {
+        engine.read({.path = path, .offset = 0, .length = measurement.bytes, .destination = buffer.data(), .digests = {}});
+        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        result.samples.push_back(static_cast<double>(measurement.bytes) / 1e9 / std::max(seconds, 1e-9));
+      } catch (const Error& error) {
+        if (error.code() != ErrorCode::Incompatible) throw;
+        result.skipped_reason = error.what();
+      }
     }
-    const auto start = std::chrono::steady_clock::now();
-    try {
-      engine.read({.path = path, .offset = 0, .length = measurement.bytes, .destination = buffer.data(), .digests = {}});
-      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      result.measured = true;
-      result.gigabytes_per_second = static_cast<double>(measurement.bytes) / 1e9 / std::max(seconds, 1e-9);
-    } catch (const Error& error) {
-      if (error.code() != ErrorCode::Incompatible) throw;
-      result.skipped_reason = error.what();
-    }
-    if (result.measured && (!measurement.best.measured ||
-                            result.gigabytes_per_second > measurement.best.gigabytes_per_second)) {
+  }
+  for (ReadModeResult& result : measurement.results) {
+    result.measured = result.skipped_reason.empty();
+    if (!result.measured) continue;
+    result.gigabytes_per_second = median(result.samples);
+    if (!measurement.best.measured || result.gigabytes_per_second > measurement.best.gigabytes_per_second) {
       measurement.best = result;
     }
-    measurement.results.push_back(std::move(result));
   }
   return measurement;
 }

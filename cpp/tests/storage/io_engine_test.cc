@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <future>
@@ -366,9 +367,25 @@ TEST(IoReadModesTest, MeasuresEachCandidateAndPicksTheBest) {
   EXPECT_TRUE(measurement.best.measured);
   EXPECT_EQ(engine_options_for(measurement.best.candidate).chunk_bytes, 256u << 10);
   EXPECT_EQ(default_read_mode_candidates().size(), 24u);
+  EXPECT_EQ(measurement.results[0].samples.size(), 1u);
   EXPECT_EQ(error_of([&] { measure_read_modes(file.path(), 100, {}); }).code(), ErrorCode::InvalidArgument);
+  EXPECT_EQ(error_of([&] { measure_read_modes(file.path(), 1 << 20, {}, 0); }).code(), ErrorCode::InvalidArgument);
   EXPECT_EQ(error_of([&] { measure_read_modes(file.path(), 1 << 20, {{IoMode::Direct, 1, 1000}}); }).code(),
             ErrorCode::InvalidArgument);
+}
+
+TEST(IoReadModesTest, EveryRoundTimesEveryCandidateAndTheMedianJudges) {
+  TestFile file(1 << 20);
+  const ReadModeMeasurement measurement =
+      measure_read_modes(file.path(), 1 << 20, {{IoMode::Buffered, 1, 256 << 10}, {IoMode::Buffered, 2, 256 << 10}}, 3);
+  for (const ReadModeResult& result : measurement.results) {
+    ASSERT_EQ(result.samples.size(), 3u);
+    std::vector<double> sorted = result.samples;
+    std::sort(sorted.begin(), sorted.end());
+    EXPECT_DOUBLE_EQ(result.gigabytes_per_second, sorted[1]);
+  }
+  const double best = std::max(measurement.results[0].gigabytes_per_second, measurement.results[1].gigabytes_per_second);
+  EXPECT_DOUBLE_EQ(measurement.best.gigabytes_per_second, best);
 }
 
 }  // namespace

@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from ..capture import InputSignature, normalize
-from ..capture.export import drop_dead_nodes
+from ..capture.export import drop_dead_nodes, with_tensors
 from ..config import CompileConfig
 from ..errors import ArtifactError, InvalidArgumentError, TensorTorrentError
 from ..hardware import hardware_fingerprint, resolve_budgets
@@ -19,7 +19,7 @@ from ..planning import build_plan, plan_from_json
 from ..runtime import CompiledModule
 from .integrity import list_files, read_file, read_integrity
 from .layout import MANIFEST, check_manifest
-from .program_archive import load_program, with_tensors
+from .program_archive import load_program
 from .streamed_weights import meta_tensors, stream_weights, weights_file
 from .weights import tensors_from_safetensors
 

@@ -10,6 +10,7 @@ import zipfile
 
 import torch
 
+from ..capture.export import with_tensors
 from ..errors import UnsafeArtifactError
 
 # Entries a weightless archive may hold (below its top folder). Anything else (pickled
@@ -37,23 +38,6 @@ def program_bytes(exported: torch.export.ExportedProgram) -> bytes:
         warnings.simplefilter("ignore", FutureWarning)  # torch's own pytree deprecation notices
         torch.export.save(weightless, buffer)
     return buffer.getvalue()
-
-
-def with_tensors(
-    exported: torch.export.ExportedProgram, state_dict: dict, constants: dict
-) -> torch.export.ExportedProgram:
-    """The same program over other tensors (and without example inputs, which torch pickles)."""
-    return torch.export.ExportedProgram(
-        root=exported.graph_module,
-        graph=exported.graph,
-        graph_signature=exported.graph_signature,
-        state_dict=state_dict,
-        range_constraints=exported.range_constraints,
-        module_call_graph=exported.module_call_graph,
-        example_inputs=None,
-        constants=constants,
-        verifiers=[exported.verifier],
-    )
 
 
 def _meta_like(value: object) -> object:

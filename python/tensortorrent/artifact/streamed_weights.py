@@ -17,7 +17,7 @@ import torch
 from .. import _core
 from ..errors import DataCorruptionError, MemoryCapacityError
 from ..planning.costs import region_costs, roofline_seconds
-from ..planning.streaming import WeightRange, WeightsFile, plan_streaming, simulate_plan, with_io_depth
+from ..planning.streaming import WeightFile, WeightRange, WeightsOnDisk, plan_streaming, simulate_plan, with_io_depth
 from ..runtime.plane_program import PlaneProgram
 from ..runtime.program_runner import ProgramRunner
 from ..storage.weights_cache import cache_directory, cache_weights
@@ -26,7 +26,8 @@ from .weights import SAFETENSORS_DTYPES
 
 log = logging.getLogger(__name__)
 
-CALIBRATION_BYTES = 64 << 20  # read per candidate when choosing how to read a weights file
+CALIBRATION_BYTES = 128 << 20  # read per candidate and round when choosing how to read a weights file
+CALIBRATION_ROUNDS = 3  # a shared disk drifts between reads: judge each candidate by its median
 QUICK_SAMPLE_BYTES = 4 << 20  # read once for a speed estimate where little streams (small: it counts in RSS)
 READ_CANDIDATES = [(mode, threads, 16 << 20) for mode in ("buffered", "direct") for threads in (2, 4, 8)]
 
@@ -50,19 +51,23 @@ _CHOSEN: dict[int, ReadMode] = {}  # st_dev -> the mode measured on that device
 
 
 def choose_read_mode(path: str, streamed_bytes: int, depth: int | None) -> ReadMode:
-    """How to read `path`, with its measured speed: the fastest of buffered and O_DIRECT at
-    2, 4 and 8 threads (page cache dropped before each), measured once per device and
+    """How to read `path`, with its measured speed: the fastest median of buffered and O_DIRECT
+    at 2, 4 and 8 threads (page cache dropped before each read), measured once per device and
     process when the plan streams enough to matter; else, or with an explicit `depth`,
     one quick measurement of the mode used, for the simulator."""
     if depth is None and streamed_bytes >= 4 * CALIBRATION_BYTES and os.path.getsize(path) >= CALIBRATION_BYTES:
         key = os.stat(path).st_dev
         if key not in _CHOSEN:
-            best = _core.measure_read_modes(path, CALIBRATION_BYTES, READ_CANDIDATES).best
+            best = _core.measure_read_modes(path, CALIBRATION_BYTES, READ_CANDIDATES, CALIBRATION_ROUNDS).best
             # O_DIRECT is taken as "auto": it applies to a read whose destination and file
             # offset agree modulo 4096, and a tensor's often do not (those use the page cache).
             mode = "auto" if best.mode == "direct" else best.mode
             _CHOSEN[key] = ReadMode(
-                mode, best.threads, best.request_bytes, best.gigabytes_per_second, f"fastest of 6 measured: {best.mode}"
+                mode,
+                best.threads,
+                best.request_bytes,
+                best.gigabytes_per_second,
+                f"fastest median of 6 over {CALIBRATION_ROUNDS} rounds: {best.mode}",
             )
         return _CHOSEN[key]
     threads = depth if depth is not None else 4
@@ -84,7 +89,7 @@ def meta_tensors(path: str) -> tuple[_core.SafetensorsHeader, dict[str, torch.Te
     return header, tensors
 
 
-def weights_file(path: str, header, entries: list[dict], program, record: dict[str, Any] | None) -> WeightsFile:
+def weights_file(path: str, header, entries: list[dict], program, record: dict[str, Any] | None) -> WeightsOnDisk:
     """Where each of `program`'s bound tensors lies in the weights file (via the manifest's
     weights table), with the file's chunk digests when integrity records are at hand."""
     by_key = {entry.name: entry for entry in header.tensors}
@@ -100,38 +105,43 @@ def weights_file(path: str, header, entries: list[dict], program, record: dict[s
             shape=tuple(entry.shape),
             crc32c=int(table.get("crc32c", -1)),
         )
-    return WeightsFile(
+    file = WeightFile(
         path=os.path.abspath(path),
         size=os.path.getsize(path),
         chunk_bytes=int(record["chunk_size"]) if record else 0,
         chunk_sha256=tuple(record["chunks"]) if record else (),
-        ranges=ranges,
     )
+    return WeightsOnDisk(files=(file,), ranges=ranges)
 
 
-def verify_weights(weights: WeightsFile) -> None:
-    """Reads the whole file once, checking every chunk's digest; holds one small piece of
-    it in memory at a time, so checking stays within any budget."""
-    if not weights.chunk_bytes:
-        return
-    found = chunk_digests(weights.path, weights.chunk_bytes)
-    for index, expected in enumerate(weights.chunk_sha256):
-        got = next(found, None)
-        if got is None or got[1] != expected:
-            problem = "is truncated" if got is None else "fails its sha256 digest"
-            raise DataCorruptionError(
-                f"{weights.path}: chunk {index} (bytes from {index * weights.chunk_bytes}) {problem}"
-            )
+def verify_weights(weights: WeightsOnDisk) -> None:
+    """Reads each file with chunk digests once, checking every chunk's digest; holds one
+    small piece of it in memory at a time, so checking stays within any budget."""
+    for file in weights.files:
+        if not file.chunk_bytes:
+            continue
+        found = chunk_digests(file.path, file.chunk_bytes)
+        for index, expected in enumerate(file.chunk_sha256):
+            got = next(found, None)
+            if got is None or got[1] != expected:
+                problem = "is truncated" if got is None else "fails its sha256 digest"
+                raise DataCorruptionError(
+                    f"{file.path}: chunk {index} (bytes from {index * file.chunk_bytes}) {problem}"
+                )
 
 
-def stream_weights(program, regions, weights: WeightsFile, config, cpu_slots: int, verify: bool) -> PlaneProgram:
-    """The streamed program of `program` within config.ram_budget_bytes, its residents
-    loaded; raises MemoryCapacityError (before anything runs) when no plan fits."""
+def stream_weights(
+    program, regions, weights: WeightsOnDisk, config, cpu_slots: int, verify: bool, budget_bytes: int | None = None
+) -> PlaneProgram:
+    """The streamed program of `program` within `budget_bytes` of RAM (default:
+    config.ram_budget_bytes), its residents loaded; raises MemoryCapacityError (before
+    anything runs) when no plan fits."""
+    budget = budget_bytes if budget_bytes is not None else config.ram_budget_bytes
     runner = ProgramRunner(program, regions)
     names = [region.name for region in regions]
     # How to read is measured first: its reads in flight are the program's I/O queue depth.
-    total = sum(place.nbytes for place in weights.ranges.values())
-    reads = choose_read_mode(weights.path, total - config.ram_budget_bytes, config.io_queue_depth)
+    largest = max(weights.files, key=lambda file: file.size).path
+    reads = choose_read_mode(largest, weights.nbytes - budget, config.io_queue_depth)
     # The largest prefetch distance that fits: on the disks measured here, more reads in
     # flight beat keeping a little more resident (bench/streaming.py). The simulator then
     # predicts the chosen program: regions at their roofline (a measured GEMM rate and
@@ -141,7 +151,7 @@ def stream_weights(program, regions, weights: WeightsFile, config, cpu_slots: in
     best, failure = None, None
     for distance in distances:
         try:
-            candidate = plan_streaming(runner, names, weights, config.ram_budget_bytes, distance, cpu_slots)
+            candidate = plan_streaming(runner, names, weights, budget, distance, cpu_slots)
         except MemoryCapacityError as error:
             failure = error
             continue

@@ -1,4 +1,4 @@
-"""Weights as safetensors: written with every tensor 64-byte aligned, read back without copies."""
+"""Weights as safetensors: every tensor 64-byte aligned (4 KiB where sizes allow), read back without copies."""
 
 from __future__ import annotations
 
@@ -17,6 +17,10 @@ from ..errors import ArtifactError, UnsupportedError
 # differently: a loaded weight must be as aligned as torch's own allocations (64 bytes)
 # for a loaded module to compute exactly as the compiled one did.
 ALIGNMENT = 64
+# O_DIRECT reads need the file offset, the destination and the length in multiples of
+# 4 KiB: a file whose data section and large tensors start at such offsets streams past
+# the page cache (the faster mode on the disks measured, bench/streaming.py).
+DIRECT_ALIGNMENT = 4096
 
 SAFETENSORS_DTYPES = {
     "F64": torch.float64,
@@ -59,19 +63,21 @@ def save_weights(bound: list[BoundTensor], path: str) -> list[dict[str, Any]]:
 
 
 def write_safetensors(tensors: dict[str, torch.Tensor], path: str) -> None:
-    """Writes `tensors` (contiguous, on the CPU) as a safetensors file whose data section and
-    tensors start at multiples of ALIGNMENT where the format allows.
+    """Writes `tensors` (contiguous, on the CPU) as a safetensors file whose data section
+    starts at a multiple of DIRECT_ALIGNMENT and whose tensors start at multiples of
+    DIRECT_ALIGNMENT, else of ALIGNMENT, where the format allows.
 
     The format stores tensors back to back, so tensors whose size is a multiple of
-    ALIGNMENT come first (largest first) and stay aligned; the rest follow. The header is
-    padded with spaces, as the format permits, so that the data section is aligned.
+    DIRECT_ALIGNMENT come first, then those of ALIGNMENT (each group largest first), and
+    stay aligned; the rest follow. The header is padded with spaces, as the format
+    permits, so that the data section is aligned.
     """
     for key, value in tensors.items():
         if value.dtype not in _DTYPE_NAMES:
             raise UnsupportedError(
                 f"weights: tensor {key!r} has dtype {value.dtype}; artifacts store {', '.join(_DTYPE_NAMES.values())}"
             )
-    order = sorted(tensors, key=lambda key: (_nbytes(tensors[key]) % ALIGNMENT != 0, -_nbytes(tensors[key]), key))
+    order = sorted(tensors, key=lambda key: (_alignment_rank(_nbytes(tensors[key])), -_nbytes(tensors[key]), key))
     header: dict[str, Any] = {}
     offset = 0
     for key in order:
@@ -83,7 +89,7 @@ def write_safetensors(tensors: dict[str, torch.Tensor], path: str) -> None:
         }
         offset += _nbytes(value)
     text = json.dumps(header, separators=(",", ":")).encode()
-    text += b" " * (-(8 + len(text)) % ALIGNMENT)
+    text += b" " * (-(8 + len(text)) % DIRECT_ALIGNMENT)
     with open(path, "wb") as handle:
         handle.write(struct.pack("<Q", len(text)) + text)
         for key in order:
@@ -98,6 +104,11 @@ def tensor_crc32c(tensor: torch.Tensor) -> int:
     if not _nbytes(tensor):
         return 0
     return _core.crc32c(tensor.reshape(-1).view(torch.uint8))
+
+
+def _alignment_rank(nbytes: int) -> int:
+    """0 for sizes that keep the next tensor 4 KiB-aligned, 1 for 64-byte ones, 2 for the rest."""
+    return 0 if nbytes % DIRECT_ALIGNMENT == 0 else 1 if nbytes % ALIGNMENT == 0 else 2
 
 
 def _nbytes(tensor: torch.Tensor) -> int:

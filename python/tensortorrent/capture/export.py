@@ -77,5 +77,22 @@ def drop_dead_nodes(graph_module: torch.fx.GraphModule) -> None:
     graph_module.recompile()
 
 
+def with_tensors(
+    exported: torch.export.ExportedProgram, state_dict: dict, constants: dict
+) -> torch.export.ExportedProgram:
+    """The same program over other tensors (and without example inputs, which torch pickles)."""
+    return torch.export.ExportedProgram(
+        root=exported.graph_module,
+        graph=exported.graph,
+        graph_signature=exported.graph_signature,
+        state_dict=state_dict,
+        range_constraints=exported.range_constraints,
+        module_call_graph=exported.module_call_graph,
+        example_inputs=None,
+        constants=constants,
+        verifiers=[exported.verifier],
+    )
+
+
 # Looked up softly: older torch releases do not emit (or define) this op.
 _ASSERT_METADATA = getattr(getattr(torch.ops.aten, "_assert_tensor_metadata", None), "default", None)

@@ -14,10 +14,10 @@ from collections.abc import Sequence
 from .. import _core
 from ..errors import MemoryCapacityError
 from ..observe.units import format_bytes
-from .lowering import UNBOUNDED, LoweredProgram, WeightRange, WeightsFile, lower, simulated_us
+from .lowering import UNBOUNDED, LoweredProgram, WeightFile, WeightRange, WeightsOnDisk, lower, simulated_us
 from .machine import PlanDevice, PlanMachine
 
-__all__ = ["UNBOUNDED", "WeightRange", "WeightsFile", "cpu_program", "in_memory_plan", "plan_streaming"]
+__all__ = ["UNBOUNDED", "WeightFile", "WeightRange", "WeightsOnDisk", "cpu_program", "in_memory_plan", "plan_streaming"]
 
 CPU_ONLY = PlanMachine((PlanDevice("cpu", None, 0),), UNBOUNDED)
 
@@ -27,7 +27,7 @@ def cpu_program(
     names: Sequence[str],
     budget_bytes: int,
     cpu_slots: int,
-    weights: WeightsFile | None = None,
+    weights: WeightsOnDisk | None = None,
     streamed: frozenset[int] = frozenset(),
     prefetch: int = 0,
     io_depth: int = 1,
@@ -54,12 +54,12 @@ def cpu_program(
 
 
 def plan_streaming(
-    runner, names: Sequence[str], weights: WeightsFile, budget_bytes: int, prefetch: int, cpu_slots: int
+    runner, names: Sequence[str], weights: WeightsOnDisk, budget_bytes: int, prefetch: int, cpu_slots: int
 ) -> LoweredProgram:
     """Keeps resident what fits in `budget_bytes` and streams the rest, largest regions
     first; MemoryCapacityError when even streaming every region does not fit."""
     own = runner.own_weights
-    order = sorted(own, key=lambda r: (-sum(weights.ranges[s].nbytes for s in own[r]), r))
+    order = sorted(own, key=lambda r: (-sum(weights.ranges[s].nbytes for s in own[r] if s in weights.ranges), r))
     last = None
     for count in range(len(order) + 1):
         try:
@@ -106,7 +106,7 @@ def simulate_plan(plan: LoweredProgram, region_seconds: Sequence[float], read_by
     return _core.simulate_program(plan.program, seconds, queue_bytes_per_s=queues)
 
 
-def with_io_depth(plan: LoweredProgram, runner, weights: WeightsFile, cpu_slots: int, io_depth: int, simulated):
+def with_io_depth(plan: LoweredProgram, runner, weights: WeightsOnDisk, cpu_slots: int, io_depth: int, simulated):
     """The same program with `io_depth` loads in flight, its instructions carrying the
     simulated start and end times."""
     deeper = cpu_program(

@@ -17,7 +17,7 @@ import torch
 
 from .. import _core
 from ..observe.units import format_bytes
-from ..planning.lowering import UNBOUNDED, LoweredProgram, WeightsFile
+from ..planning.lowering import UNBOUNDED, LoweredProgram, WeightsOnDisk
 from .plane_call import PlaneCall, compute_steps
 from .program_runner import ProgramRunner
 
@@ -33,11 +33,11 @@ class PlaneProgram:
         self,
         runner: ProgramRunner,
         plan: LoweredProgram,
-        weights: WeightsFile | None = None,
+        weights: WeightsOnDisk | None = None,
         io: _core.IoEngine | None = None,
         reads: str = "",
     ) -> None:
-        """`weights` and `io`: the file the weights stream from and the engine reading it
+        """`weights` and `io`: the files the weights stream from and the engine reading them
         (`reads` says how it reads, for explain()); None when the weights are the model's
         own tensors in memory."""
         self.runner = runner
@@ -101,7 +101,7 @@ class PlaneProgram:
             place = self.weights.ranges[slot]
             view = self.plane.view(memory, buffer)
             if place.nbytes:
-                self.io.read_into(self.weights.path, place.offset, view)
+                self.io.read_into(self.weights.path_of(place), place.offset, view)
             tensors[slot] = view.view(place.dtype).reshape(place.shape)
         return tensors
 
@@ -127,7 +127,7 @@ class PlaneProgram:
         resident = sum(self.weights.ranges[slot].nbytes for slot in plan.resident)
         lines = [
             f"Weights streamed from disk (ram_budget_bytes={plan.budget_bytes}, {format_bytes(plan.budget_bytes)})",
-            f"  file: {self.weights.path}",
+            *self._file_lines(),
             f"  prefetch distance: {plan.prefetch} (the largest of 2, 1, 0 that fits, or as configured); "
             f"loads in flight: {program.queues[1].capacity}; reads: {self.reads}",
             f"  predicted per call: {self.predicted_s() * 1e3:.2f} ms (the simulator; regions at their roofline "
@@ -145,6 +145,12 @@ class PlaneProgram:
             lines.append(f"    {plan.region_names[region]}: {format_bytes(nbytes)} streamed per call")
         return lines + ["", *self._program_lines()]
 
+    def _file_lines(self) -> list[str]:
+        files = self.weights.files
+        if len(files) == 1:
+            return [f"  file: {files[0].path}"]
+        return [f"  files: {len(files)}, read in place", *(f"    {file.path}" for file in files)]
+
     def _program_lines(self) -> list[str]:
         lines = ["Schedule: the data plane's program (instruction, queue, kind, label, deps)"]
         for instruction in self.plan.program.schedule.instructions:
@@ -156,8 +162,13 @@ class PlaneProgram:
         return lines
 
     def bound_values(self) -> list[torch.Tensor | None]:
-        """The program's bound slots: resident views, None where a weight streams."""
-        return [self.resident_tensors.get(slot) for slot in range(self.runner.bound_count)]
+        """The program's bound slots: resident views, None where a weight streams, and the
+        program's own tensor where a slot has no bytes on disk."""
+        own = self.runner.bound_values
+        return [
+            self.resident_tensors.get(slot, None if slot in self.weights.ranges else own[slot])
+            for slot in range(self.runner.bound_count)
+        ]
 
     def run(self, flat_inputs: list[Any], token: _core.CancelToken, stall_timeout_s: float, timeout_s: float):
         """One call: returns (outputs, run report, per-tier peak bytes)."""

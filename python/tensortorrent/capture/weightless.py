@@ -1,0 +1,133 @@
+"""Capture of a model whose weights are not in memory: built on the meta device, read later from a checkpoint.
+
+torch.export traces with fake tensors anyway; here the weights are fake too. Each
+parameter and buffer is swapped for a fake CPU tensor of its shape and dtype for the
+trace (tied weights stay one tensor), then put back, so the caller's model is left as it
+was. The program that comes out holds meta tensors where the saved weights go (its
+state_dict: parameters and persistent buffers), as a loaded artifact's does; the caller
+binds them to file ranges. What checkpoints do not save (non-persistent buffers such as
+rotary inverse frequencies) gets real values: the model's own where it has them, else
+those its module's init computes, rebuilt on the CPU from its config.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import torch
+from torch import nn
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.utils._pytree import tree_map
+
+from ..errors import CaptureError, CheckpointError
+from .export import capture_model, with_tensors
+
+
+def capture_weightless(model: nn.Module, args: tuple, kwargs: dict) -> torch.export.ExportedProgram:
+    """Exports `model` at the example inputs without touching its weights' values; the
+    program's state_dict holds meta tensors of the same shapes, its constants real values
+    (see the module's docstring)."""
+    mode = FakeTensorMode()
+
+    def fake(value: object) -> object:
+        return mode.from_tensor(value) if isinstance(value, torch.Tensor) else value
+
+    with fake_weights(model, mode):
+        exported = capture_model(model, tree_map(fake, args), tree_map(fake, kwargs))
+    metas: dict[int, torch.Tensor] = {}  # id(fake) -> its meta twin: tied stay tied
+
+    def meta(name: str, value: object) -> torch.Tensor:
+        if not isinstance(value, torch.Tensor):
+            raise CaptureError(f"the exported program holds a {type(value).__name__} constant {name!r}")
+        if id(value) not in metas:
+            empty = torch.empty_strided(value.shape, value.stride(), dtype=value.dtype, device="meta")
+            is_parameter = isinstance(value, nn.Parameter)
+            metas[id(value)] = nn.Parameter(empty, value.requires_grad) if is_parameter else empty
+        return metas[id(value)]
+
+    return with_tensors(
+        exported,
+        state_dict={name: meta(name, value) for name, value in exported.state_dict.items()},
+        constants={name: unsaved_value(model, name, value) for name, value in exported.constants.items()},
+    )
+
+
+def unsaved_value(model: nn.Module, name: str, traced: object) -> torch.Tensor:
+    """The real value of program constant `name` (a non-persistent buffer, or a tensor made
+    in forward), which no checkpoint holds; CheckpointError when it cannot be had."""
+    if not isinstance(traced, torch.Tensor):
+        raise CaptureError(f"the exported program holds a {type(traced).__name__} constant {name!r}")
+    constant = getattr(traced, "constant", None)  # a tensor forward made from Python numbers
+    if constant is not None:
+        return constant
+    owner_path, _, leaf = name.rpartition(".")
+    owner = _submodule(model, owner_path)
+    own = owner._buffers.get(leaf) if owner is not None else None
+    if own is not None and not own.is_meta:
+        return own
+    value = _initial_buffer(owner, leaf)
+    if value is None:
+        kind = f"a buffer of {type(owner).__qualname__}" if owner is not None else "a tensor made in forward"
+        raise CheckpointError(
+            f"{name!r} ({kind}, {tuple(traced.shape)} {traced.dtype}) is not saved in checkpoints and has no "
+            "value on the meta device; a module with a `config` and no parameters (as Hugging Face's rotary "
+            "embeddings) is rebuilt on the CPU to compute it, this one cannot be: build the model with this "
+            "buffer on the CPU"
+        )
+    if tuple(value.shape) != tuple(traced.shape):
+        raise CheckpointError(
+            f"{name!r}: rebuilding {type(owner).__qualname__} from its config gives shape {tuple(value.shape)}, "
+            f"the traced model has {tuple(traced.shape)}"
+        )
+    return value.to(traced.dtype)
+
+
+def _submodule(model: nn.Module, path: str) -> nn.Module | None:
+    try:
+        return model.get_submodule(path)
+    except AttributeError:
+        return None
+
+
+def _initial_buffer(owner: nn.Module | None, leaf: str) -> torch.Tensor | None:
+    """Buffer `leaf` as `owner`'s init computes it on the CPU, for a module rebuilt from its
+    `config` alone and cheap to rebuild (no parameters); None otherwise."""
+    config = getattr(owner, "config", None)
+    if config is None or any(True for _ in owner.parameters()):
+        return None
+    try:
+        with torch.device("cpu"):
+            fresh = type(owner)(config)
+    except Exception:  # any failure means: this module cannot be rebuilt from its config alone
+        return None
+    value = fresh._buffers.get(leaf)
+    return value if isinstance(value, torch.Tensor) and not value.is_meta else None
+
+
+@contextlib.contextmanager
+def fake_weights(model: nn.Module, mode: FakeTensorMode) -> Iterator[None]:
+    """Swaps every parameter and buffer of `model` for a fake CPU tensor of its shape and
+    dtype (one per original tensor, so tied weights stay tied), then puts the originals back."""
+    fakes: dict[int, torch.Tensor] = {}
+    swapped: list[tuple[dict, str, torch.Tensor]] = []
+
+    def fake_of(value: torch.Tensor) -> torch.Tensor:
+        if id(value) not in fakes:
+            with mode:
+                empty = torch.empty(value.shape, dtype=value.dtype, device="cpu")
+            is_parameter = isinstance(value, nn.Parameter)
+            fakes[id(value)] = nn.Parameter(empty, value.requires_grad) if is_parameter else empty
+        return fakes[id(value)]
+
+    try:
+        for module in model.modules():
+            for table in (module._parameters, module._buffers):
+                for name, value in table.items():
+                    if value is not None:
+                        swapped.append((table, name, value))
+                        table[name] = fake_of(value)
+        yield
+    finally:
+        for table, name, value in swapped:
+            table[name] = value

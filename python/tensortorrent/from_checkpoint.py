@@ -1,0 +1,87 @@
+"""tt.compile(model, ..., checkpoint=...): a model whose weights are read in place from a checkpoint.
+
+The model is typically built on the meta device, so its weights were never in RAM. It is
+captured with fake weights, its saved tensors are matched by name to the checkpoint's,
+and the program runs on the data plane with the weights read from the checkpoint's own
+files through the I/O engine: what fits the RAM budget once, the rest on every call.
+The files are never copied, nor ever all in RAM at once. Region costs come from a
+roofline (a measured GEMM rate and memory bandwidth), since no region can run before its
+weights are read.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from torch import nn
+
+from .artifact.streamed_weights import stream_weights
+from .capture import InputSignature, normalize
+from .capture.weightless import capture_weightless
+from .config import CompileConfig
+from .errors import UnsupportedError
+from .hardware import resolve_budgets
+from .observe.progress import CompileProgress
+from .partition import layer_paths, parameter_owners, partition
+from .planning import build_plan
+from .planning.costs import region_costs, roofline_seconds
+from .runtime import CompiledModule
+from .storage.checkpoint import open_checkpoint
+from .storage.checkpoint_weights import weights_in_checkpoint
+from .storage.name_matching import describe_files
+
+log = logging.getLogger(__name__)
+
+STAGES = ["checkpoint", "export", "partition", "plan", "stream"]
+
+
+def compile_from_checkpoint(
+    model: nn.Module, args: tuple, kwargs: dict, config: CompileConfig, checkpoint: object, devices: object
+) -> CompiledModule:
+    """The compiled module of `model` with its weights in `checkpoint` (see the module's docstring)."""
+    if devices not in ("auto", "cpu"):
+        raise UnsupportedError(
+            f"tt.compile: a model compiled from a checkpoint runs on the CPU only today; got devices={devices!r}"
+        )
+    budgets = resolve_budgets(config)
+    with CompileProgress(STAGES) as progress:
+        with progress.stage("checkpoint"):
+            files = open_checkpoint(checkpoint)
+        with progress.stage("export"):
+            program = normalize(capture_weightless(model, args, kwargs))
+            signature = InputSignature(args, kwargs)
+            weights = weights_in_checkpoint(program, files)
+        with progress.stage("partition"):
+            # Weights stream a parameter group at a time: every module owning parameters is a layer.
+            layers = layer_paths(model) | parameter_owners(program)
+            regions = partition(program, layers, config.max_region_nodes, innermost=True)
+        with progress.stage("plan"):
+            plan = build_plan(regions, config, cpus=budgets.cpus.amount)
+        with progress.stage("stream"):
+            streamed = stream_weights(
+                program, regions, weights, config, plan.max_concurrent, verify=False, budget_bytes=budgets.ram.amount
+            )
+    costs = region_costs(regions)
+    log.info(
+        "compiled %s from %d checkpoint file(s): %d region(s), roofline %.3f ms of compute per call",
+        type(model).__qualname__,
+        len(files.files),
+        len(regions),
+        sum(roofline_seconds(region, cost) for region, cost in zip(regions, costs)) * 1e3,
+    )
+    return CompiledModule(
+        model=model,
+        runs_model_forward=False,
+        model_name=type(model).__qualname__,
+        signature=signature,
+        program=program,
+        regions=regions,
+        plan=plan,
+        config=config,
+        origin=(
+            f"weights read in place from checkpoint {describe_files(files.files)}; region costs from a roofline "
+            "(a measured GEMM rate and memory bandwidth), not measured"
+        ),
+        streamed=streamed,
+        ram_budget_bytes=budgets.ram.amount,
+    )

@@ -1,0 +1,38 @@
+"""A program's saved tensors located in a checkpoint: the file ranges its weights stream from."""
+
+from __future__ import annotations
+
+from ..capture.program import NormalizedProgram
+from ..planning.streaming import WeightFile, WeightRange, WeightsOnDisk
+from .checkpoint import Checkpoint
+from .name_matching import match_checkpoint
+
+
+def weights_in_checkpoint(program: NormalizedProgram, checkpoint: Checkpoint) -> WeightsOnDisk:
+    """Where each of the program's saved tensors (its state_dict: parameters and persistent
+    buffers) lies in the checkpoint, matched by name (see name_matching); raises
+    CheckpointError listing what is missing, unexpected or of another dtype or shape. A
+    tied weight may be saved under any one of its names. Other bound tensors (constants)
+    have no range: they stay the program's own."""
+    saved = [bound for bound in program.bound if bound.names[0] in program.exported.state_dict]
+    expected = {name: (bound.tensor.dtype, tuple(bound.tensor.shape)) for bound in saved for name in bound.names}
+    tied: dict[str, str] = {}
+    for bound in saved:
+        for name, other in zip(bound.names, bound.names[1:] + bound.names[:1]):
+            if name != other:
+                tied[name] = other
+    matched = match_checkpoint(expected, checkpoint, tied)
+    file_index = {path: index for index, path in enumerate(checkpoint.files)}
+    ranges = {}
+    for bound in saved:
+        tensor = matched[bound.names[0]]
+        ranges[bound.slot] = WeightRange(
+            offset=tensor.offset,
+            nbytes=tensor.nbytes,
+            dtype=tensor.dtype,
+            shape=tensor.shape,
+            file=file_index[tensor.path],
+        )
+    sizes = checkpoint.file_sizes()
+    files = tuple(WeightFile(path=path, size=sizes[path]) for path in checkpoint.files)
+    return WeightsOnDisk(files=files, ranges=ranges)

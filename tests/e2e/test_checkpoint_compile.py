@@ -1,0 +1,229 @@
+"""tt.compile(meta_model, ..., checkpoint=...): weights read in place from safetensors checkpoints."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+import transformers
+from safetensors.torch import load_file, save_file
+from torch import nn
+
+import tensortorrent as tt
+from conftest import eager_outputs
+
+VOCAB = 128
+
+
+def gpt2_config():
+    config = dict(n_layer=2, n_embd=64, n_head=4, n_positions=32, use_cache=False, bos_token_id=0, eos_token_id=0)
+    return transformers.GPT2Config(vocab_size=VOCAB, **config)
+
+
+DECODER = dict(
+    num_hidden_layers=2,
+    hidden_size=64,
+    intermediate_size=128,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    vocab_size=VOCAB,
+    max_position_embeddings=32,
+    use_cache=False,
+)
+
+
+def llama_config():
+    return transformers.LlamaConfig(**DECODER)
+
+
+def qwen3_config():
+    return transformers.Qwen3Config(head_dim=16, **DECODER)
+
+
+MODELS = {
+    "gpt2": (transformers.GPT2LMHeadModel, gpt2_config),
+    "llama": (transformers.LlamaForCausalLM, llama_config),
+    "qwen3": (transformers.Qwen3ForCausalLM, qwen3_config),
+}
+
+
+def saved_model(name: str, directory, sharded: bool):
+    """A model with random weights, saved as Hugging Face saves it (tied weights once; with
+    `sharded`, an index over several files); returns it in eval mode."""
+    torch.manual_seed(0)
+    cls, config = MODELS[name]
+    model = cls(config()).eval()
+    model.save_pretrained(directory, max_shard_size="60KB" if sharded else "10GB")
+    return model
+
+
+def meta_model(name: str) -> nn.Module:
+    cls, config = MODELS[name]
+    with torch.device("meta"):
+        return cls(config())
+
+
+def logits(output) -> torch.Tensor:
+    return output["logits"] if isinstance(output, dict) else output.logits
+
+
+def weight_bytes(model: nn.Module) -> int:
+    return sum(t.numel() * t.element_size() for t in model.state_dict().values())
+
+
+@pytest.mark.parametrize("sharded", [False, True], ids=["one-file", "sharded"])
+@pytest.mark.parametrize("name", list(MODELS))
+def test_a_meta_model_runs_from_its_checkpoint_like_eager(tmp_path, name, sharded):
+    eager = saved_model(name, tmp_path, sharded)
+    files = sorted(p.name for p in tmp_path.glob("*.safetensors"))
+    assert (len(files) > 1) == sharded
+    if name == "gpt2":  # the tied head is saved once, under the embedding's name
+        assert not any("lm_head.weight" in load_file(tmp_path / f) for f in files)
+    ids = torch.randint(0, VOCAB, (1, 8))
+    expected = logits(eager_outputs(eager, (ids,)))
+    total = weight_bytes(eager)
+    model = meta_model(name)
+    for fraction in (3, 2):
+        compiled = tt.compile(
+            model, (ids,), checkpoint=tmp_path, config=tt.CompileConfig(ram_budget_bytes=total // fraction)
+        )
+        for _ in range(2):  # streamed weights are read again on every call
+            torch.testing.assert_close(logits(compiled(ids)), expected)
+            assert 0 < compiled.last_report.bytes_read and compiled.last_peak_bytes["ram"] <= total // fraction
+    assert all(p.is_meta for p in model.parameters()), "the caller's model keeps its own (meta) weights"
+    assert "region costs from a roofline" in compiled.explain()
+
+
+def test_without_a_budget_every_weight_is_read_once(tmp_path):
+    eager = saved_model("llama", tmp_path, sharded=True)
+    ids = torch.randint(0, VOCAB, (2, 8))
+    compiled = tt.compile(meta_model("llama"), (ids,), checkpoint=str(tmp_path / "model.safetensors.index.json"))
+    torch.testing.assert_close(logits(compiled(ids)), logits(eager_outputs(eager, (ids,))))
+    assert compiled.last_report.bytes_read == 0
+
+
+def test_names_match_through_a_wrapper_module(tmp_path):
+    eager = saved_model("llama", tmp_path, sharded=False)
+
+    class Wrapper(nn.Module):
+        def __init__(self, inner):
+            super().__init__()
+            self.model = inner
+
+        def forward(self, ids):
+            return self.model(ids).logits
+
+    ids = torch.randint(0, VOCAB, (1, 8))
+    compiled = tt.compile(Wrapper(meta_model("llama")), (ids,), checkpoint=[tmp_path / "model.safetensors"])
+    torch.testing.assert_close(compiled(ids), logits(eager_outputs(eager, (ids,))))
+
+
+def test_a_real_model_takes_the_checkpoints_weights(tmp_path):
+    eager = saved_model("gpt2", tmp_path, sharded=False)
+    other = transformers.GPT2LMHeadModel(gpt2_config()).eval()  # other random weights
+    ids = torch.randint(0, VOCAB, (1, 8))
+    compiled = tt.compile(other, (ids,), checkpoint=tmp_path / "model.safetensors")
+    torch.testing.assert_close(logits(compiled(ids)), logits(eager_outputs(eager, (ids,))))
+
+
+def test_a_checkpoint_that_does_not_fit_the_model_names_every_problem(tmp_path):
+    saved_model("llama", tmp_path, sharded=False)
+    tensors = load_file(tmp_path / "model.safetensors")
+    del tensors["model.norm.weight"]
+    tensors["model.layers.0.mlp.up_proj.weight"] = torch.zeros(3, 3)
+    tensors["extra.weight"] = torch.zeros(2)
+    save_file(tensors, tmp_path / "broken.safetensors")
+    ids = torch.randint(0, VOCAB, (1, 8))
+    with pytest.raises(tt.CheckpointError) as caught:
+        tt.compile(meta_model("llama"), (ids,), checkpoint=tmp_path / "broken.safetensors")
+    error = caught.value
+    assert error.missing == ["model.norm.weight"] and error.unexpected == ["extra.weight"]
+    assert error.mismatched == ["model.layers.0.mlp.up_proj.weight"]
+    assert "(3, 3)" in str(error) and "1 missing" in str(error)
+
+
+def test_an_unsaved_buffer_without_a_value_is_named(tmp_path):
+    class Scaled(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.linear = nn.Linear(8, 8)
+            self.register_buffer("scale", torch.ones(8), persistent=False)
+
+        def forward(self, x):
+            return self.linear(x) * self.scale
+
+    save_file({"linear.weight": torch.randn(8, 8), "linear.bias": torch.randn(8)}, tmp_path / "w.safetensors")
+    with torch.device("meta"):
+        model = Scaled()
+    with pytest.raises(tt.CheckpointError, match=r"'scale' \(a buffer of .*Scaled.*is not saved in checkpoints"):
+        tt.compile(model, (torch.randn(2, 8),), checkpoint=tmp_path / "w.safetensors")
+    # With the buffer's value on the CPU, it is used as it is.
+    model.scale = torch.full((8,), 2.0)
+    compiled = tt.compile(model, (torch.randn(2, 8),), checkpoint=tmp_path / "w.safetensors")
+    x = torch.randn(2, 8)
+    weights = load_file(tmp_path / "w.safetensors")
+    torch.testing.assert_close(compiled(x), (x @ weights["linear.weight"].T + weights["linear.bias"]) * 2.0)
+
+
+def test_devices_other_than_the_cpu_are_refused(tmp_path):
+    saved_model("gpt2", tmp_path, sharded=False)
+    with pytest.raises(tt.UnsupportedError, match="CPU only"):
+        tt.compile(meta_model("gpt2"), (torch.zeros(1, 4, dtype=torch.long),), checkpoint=tmp_path, devices=["gpu0"])
+
+
+RSS_CHILD = textwrap.dedent(
+    """
+    import sys, torch, transformers, tensortorrent as tt
+
+    def peak_rss():
+        status = open("/proc/self/status").read()
+        return int(status.split("VmHWM:")[1].split()[0]) * 1024
+
+    def llama(hidden, layers, vocab):
+        config = transformers.LlamaConfig(
+            num_hidden_layers=layers, hidden_size=hidden, intermediate_size=2 * hidden, num_attention_heads=4,
+            num_key_value_heads=2, vocab_size=vocab, max_position_embeddings=64, use_cache=False,
+        )
+        with torch.device("meta"):
+            return transformers.LlamaForCausalLM(config)
+
+    small, big, budget = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    ids = torch.randint(0, 100, (1, 16))
+    # The interpreter, torch, transformers and our code, loaded and warm.
+    tt.compile(llama(64, 1, 128), (ids,), checkpoint=small)(ids)
+    open("/proc/self/clear_refs", "w").write("5")  # the peak starts again from what is held now
+    baseline = peak_rss()
+    compiled = tt.compile(llama(512, 8, 8192), (ids,), checkpoint=big, config=tt.CompileConfig(ram_budget_bytes=budget))
+    for _ in range(3):
+        compiled(ids)
+    print(baseline, peak_rss())
+    """
+)
+
+# What compiling from a checkpoint may hold beyond its budget (docs/budgets.md).
+COMPILE_OVERHEAD = 40 << 20
+
+
+def test_compiling_and_running_from_a_checkpoint_twice_the_budget_stays_within_it(tmp_path):
+    torch.manual_seed(0)
+    for name, hidden, layers, vocab in (("small", 64, 1, 128), ("big", 512, 8, 8192)):
+        config = dict(DECODER, hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers)
+        transformers.LlamaForCausalLM(transformers.LlamaConfig(**dict(config, vocab_size=vocab))).save_pretrained(
+            tmp_path / name, max_shard_size="20MB"
+        )
+    weights = sum(p.stat().st_size for p in (tmp_path / "big").glob("*.safetensors"))
+    budget = weights // 2
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    result = subprocess.run(
+        [sys.executable, "-c", RSS_CHILD, str(tmp_path / "small"), str(tmp_path / "big"), str(budget)],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    baseline, peak = (int(v) for v in result.stdout.split())
+    assert peak - baseline <= budget + COMPILE_OVERHEAD, f"grew {peak - baseline} bytes for a {budget}-byte budget"
