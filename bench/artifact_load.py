@@ -9,7 +9,6 @@ A, B, A, B, on a model of about 1 GiB of fp32 weights (--quick: 64 MiB).
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import tempfile
 import time
@@ -17,7 +16,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import torch
-from harness import machine, write_results
+from harness import drop_page_cache, machine, write_results
 from torch import nn
 
 import tensortorrent as tt
@@ -30,16 +29,6 @@ def deep_linear(layers: int, width: int = 4096) -> nn.Module:
 
 def artifact_files(path: Path) -> list[Path]:
     return sorted(p for p in path.iterdir() if p.is_file())
-
-
-def drop_cache(files: list[Path]) -> None:
-    for file in files:
-        fd = os.open(file, os.O_RDONLY)
-        try:
-            os.fsync(fd)  # dirty pages cannot be dropped
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
 
 
 def read_once(files: list[Path]) -> int:
@@ -74,7 +63,7 @@ def measure(path: Path, runs: int, cold: bool) -> dict:
     for _ in range(runs):
         for name, fn in systems.items():
             if cold:
-                drop_cache(files)
+                drop_page_cache(files)
             samples[name].append(timed(fn))
     summary = {
         name: {"median_s": statistics.median(s), "min_s": min(s), "max_s": max(s), "samples_s": s}

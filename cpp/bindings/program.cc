@@ -40,18 +40,18 @@ void bind_program(nb::module_& m) {
       .def("__init__",
            [](Buffer* self, std::int64_t id, std::int32_t tier, std::int64_t bytes, std::int64_t alignment,
               std::string dtype, std::vector<std::int64_t> shape, BufferLifetime lifetime, std::string label,
-              std::int32_t file, std::int64_t file_offset, bool torch_owned, std::int64_t crc32c) {
+              std::int32_t file, std::int64_t file_offset, bool torch_owned, std::int64_t crc32c, std::int64_t phase) {
              new (self) Buffer{id, tier, bytes, alignment, std::move(dtype), std::move(shape), lifetime,
-                               std::move(label), file, file_offset, torch_owned, crc32c};
+                               std::move(label), file, file_offset, torch_owned, crc32c, phase};
            },
            "id"_a, "tier"_a, "bytes"_a, "alignment"_a = 64, "dtype"_a = "", "shape"_a = std::vector<std::int64_t>{},
            "lifetime"_a = BufferLifetime::Transient, "label"_a = "", "file"_a = -1, "file_offset"_a = 0,
-           "torch_owned"_a = false, "crc32c"_a = -1)
+           "torch_owned"_a = false, "crc32c"_a = -1, "phase"_a = 0)
       .def_ro("id", &Buffer::id).def_ro("tier", &Buffer::tier).def_ro("bytes", &Buffer::bytes)
       .def_ro("alignment", &Buffer::alignment).def_ro("dtype", &Buffer::dtype).def_ro("shape", &Buffer::shape)
       .def_ro("lifetime", &Buffer::lifetime).def_ro("label", &Buffer::label).def_ro("file", &Buffer::file)
       .def_ro("file_offset", &Buffer::file_offset).def_ro("torch_owned", &Buffer::torch_owned)
-      .def_ro("crc32c", &Buffer::crc32c);
+      .def_ro("crc32c", &Buffer::crc32c).def_ro("phase", &Buffer::phase);
 
   nb::class_<MemoryPlan>(m, "MemoryPlan")
       .def_ro("offsets", &MemoryPlan::offsets, "per buffer: offset in its tier's arena (-1: none)")

@@ -227,3 +227,32 @@ def test_compiling_and_running_from_a_checkpoint_twice_the_budget_stays_within_i
     assert result.returncode == 0, result.stderr[-3000:]
     baseline, peak = (int(v) for v in result.stdout.split())
     assert peak - baseline <= budget + COMPILE_OVERHEAD, f"grew {peak - baseline} bytes for a {budget}-byte budget"
+
+
+def test_saving_a_module_whose_weights_are_a_checkpoint_is_refused_and_writes_nothing(tmp_path):
+    saved_model("gpt2", tmp_path / "checkpoint", sharded=False)
+    ids = torch.randint(0, VOCAB, (1, 8))
+    compiled = tt.compile(meta_model("gpt2"), (ids,), checkpoint=tmp_path / "checkpoint")
+    with pytest.raises(tt.UnsupportedError, match="weights stay on disk"):
+        compiled.save(tmp_path / "artifact")
+    assert not (tmp_path / "artifact").exists()
+
+
+def test_loads_of_unaligned_checkpoint_tensors_go_past_the_page_cache(tmp_path):
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(**dict(DECODER, hidden_size=256, intermediate_size=512))
+    eager = transformers.LlamaForCausalLM(config).eval()
+    eager.save_pretrained(tmp_path)  # tensors at 8-byte offsets, as Hugging Face writes them
+    with torch.device("meta"):
+        model = transformers.LlamaForCausalLM(config)
+    ids = torch.randint(0, VOCAB, (1, 8))
+    budget = tt.CompileConfig(ram_budget_bytes=weight_bytes(eager) // 3)
+    compiled = tt.compile(model, (ids,), checkpoint=tmp_path, config=budget)
+    torch.testing.assert_close(logits(compiled(ids)), logits(eager_outputs(eager, (ids,))))
+    io = compiled._plane.io
+    if "O_DIRECT" in io.direct_fallback_reason:
+        pytest.skip(f"this file system refuses O_DIRECT: {io.direct_fallback_reason}")
+    stats = io.stats()
+    # Each buffer a load writes sits at its file offset's phase modulo 4096: only each
+    # tensor's unaligned head and tail (under 4 KiB each) go through the page cache.
+    assert stats.direct_bytes > 0.8 * stats.bytes_read, stats

@@ -20,3 +20,21 @@ def test_the_read_mode_is_measured_once_per_device_and_an_explicit_depth_wins(tm
     assert fixed.threads == 3 and fixed.mode == "auto" and fixed.measured_gbps > 0  # measured for the simulator
     small = streamed_weights.choose_read_mode(str(path), streamed_bytes=1 << 20, depth=None)
     assert small.threads == 4 and "too little" in small.reason
+
+
+class Measured:
+    """A stand-in for the core's ReadModeResult: a candidate and its median GB/s."""
+
+    def __init__(self, mode: str, threads: int, gbps: float, measured: bool = True):
+        self.mode, self.threads, self.gigabytes_per_second, self.measured = mode, threads, gbps, measured
+
+
+def test_direct_reads_are_preferred_unless_buffered_ones_are_clearly_faster():
+    close = [Measured("buffered", 8, 3.0), Measured("direct", 4, 2.4), Measured("direct", 8, 2.3)]
+    best, reason = streamed_weights.preferred_read_mode(close)
+    assert (best.mode, best.threads) == ("direct", 4) and "within 25% of the fastest" in reason
+    clearly = [Measured("buffered", 8, 3.0), Measured("direct", 4, 2.2)]
+    assert streamed_weights.preferred_read_mode(clearly)[0].mode == "buffered"
+    refused = [Measured("buffered", 2, 1.0), Measured("direct", 2, 0.0, measured=False)]
+    best, reason = streamed_weights.preferred_read_mode(refused)
+    assert best.mode == "buffered" and "fastest of 1 measured" in reason

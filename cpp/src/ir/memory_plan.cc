@@ -18,23 +18,23 @@ struct Placed {
   std::size_t buffer;
 };
 
-std::int64_t align_up(std::int64_t value, std::int64_t alignment) {
-  return (value + alignment - 1) / alignment * alignment;
+// The lowest offset >= value that is `phase` past a multiple of `alignment`.
+std::int64_t align_up(std::int64_t value, std::int64_t alignment, std::int64_t phase) {
+  return (value - phase + alignment - 1) / alignment * alignment + phase;
 }
 
 bool in_arena(const Buffer& buffer) {
   return buffer.lifetime != BufferLifetime::Input && buffer.file < 0 && buffer.bytes > 0;
 }
 
-// The lowest offset >= floor, aligned, where `bytes` fit between the (offset-sorted) conflicts.
-std::int64_t lowest_fit(std::vector<const Placed*>& conflicts, std::int64_t floor, std::int64_t bytes,
-                        std::int64_t alignment) {
+// The lowest offset >= floor, aligned as `buffer` asks, where it fits between the (offset-sorted) conflicts.
+std::int64_t lowest_fit(std::vector<const Placed*>& conflicts, std::int64_t floor, const Buffer& buffer) {
   std::sort(conflicts.begin(), conflicts.end(),
             [](const Placed* a, const Placed* b) { return a->begin_offset < b->begin_offset; });
-  std::int64_t offset = align_up(floor, alignment);
+  std::int64_t offset = align_up(floor, buffer.alignment, buffer.phase);
   for (const Placed* other : conflicts) {
-    if (offset + bytes <= other->begin_offset) break;
-    offset = std::max(offset, align_up(other->end_offset, alignment));
+    if (offset + buffer.bytes <= other->begin_offset) break;
+    offset = std::max(offset, align_up(other->end_offset, buffer.alignment, buffer.phase));
   }
   return offset;
 }
@@ -44,17 +44,17 @@ std::int64_t lowest_fit(std::vector<const Placed*>& conflicts, std::int64_t floo
 namespace {
 
 // Plans one space (the core's arena, or torch's bytes) of every tier: residents from 0,
-// then transients. Fills offsets and reuse dependencies; returns per tier the resident
-// end, the space's end and the transients' (rank, +bytes at begin / -bytes after end).
+// then transients. Fills offsets and reuse dependencies; returns per tier the residents'
+// bytes, where the transients start, the space's end and the transients' (rank, +bytes at begin / -bytes after end).
 struct SpaceSizes {
-  std::vector<std::int64_t> resident, total;
+  std::vector<std::int64_t> resident, floor, total;  // residents' bytes; where transients start; the end
   std::vector<std::vector<std::pair<std::size_t, std::int64_t>>> events;
 };
 
 SpaceSizes plan_space(bool torch_owned, const std::vector<Tier>& tiers, const std::vector<Buffer>& buffers,
                       const std::vector<BufferInterval>& intervals, const std::vector<std::size_t>& rank,
                       const HappensBefore& order, MemoryPlan& plan) {
-  SpaceSizes sizes{std::vector<std::int64_t>(tiers.size(), 0), std::vector<std::int64_t>(tiers.size(), 0),
+  SpaceSizes sizes{std::vector<std::int64_t>(tiers.size(), 0), {}, std::vector<std::int64_t>(tiers.size(), 0),
                    std::vector<std::vector<std::pair<std::size_t, std::int64_t>>>(tiers.size())};
   std::vector<std::size_t> transients;
   for (std::size_t i = 0; i < buffers.size(); ++i) {
@@ -62,11 +62,19 @@ SpaceSizes plan_space(bool torch_owned, const std::vector<Tier>& tiers, const st
     if (!in_arena(buffer) || buffer.torch_owned != torch_owned) continue;
     if (buffer.lifetime == BufferLifetime::Resident) {
       std::int64_t& end = sizes.resident[buffer.tier];
-      plan.offsets[i] = align_up(end, buffer.alignment);
+      plan.offsets[i] = align_up(end, buffer.alignment, buffer.phase);
       end = plan.offsets[i] + buffer.bytes;
     } else if (intervals[i].first_write != BufferInterval::npos) {
       transients.push_back(i);
     }
+  }
+  // The transients' space starts where the residents end, at an offset aligned for the most
+  // aligned of them: the call's arena starts there on an aligned address, so each buffer's
+  // address keeps its offset's alignment and phase.
+  sizes.floor = sizes.resident;
+  for (std::size_t i : transients) {
+    std::int64_t& floor = sizes.floor[buffers[i].tier];
+    floor = align_up(floor, buffers[i].alignment, 0);
   }
   // Largest first, then by position: deterministic, and big buffers get the low offsets.
   std::stable_sort(transients.begin(), transients.end(),
@@ -81,13 +89,13 @@ SpaceSizes plan_space(bool torch_owned, const std::vector<Tier>& tiers, const st
     for (const Placed& other : placed[buffer.tier]) {
       if (other.begin_rank <= end && begin <= other.end_rank) conflicts.push_back(&other);
     }
-    const std::int64_t offset = lowest_fit(conflicts, sizes.resident[buffer.tier], buffer.bytes, buffer.alignment);
+    const std::int64_t offset = lowest_fit(conflicts, sizes.floor[buffer.tier], buffer);
     plan.offsets[i] = offset;
     placed[buffer.tier].push_back({offset, offset + buffer.bytes, begin, end, i});
   }
 
   for (std::size_t tier = 0; tier < tiers.size(); ++tier) {
-    std::int64_t total = sizes.resident[tier];
+    std::int64_t total = sizes.floor[tier];
     auto& events = sizes.events[tier];
     for (const Placed& p : placed[tier]) {
       total = std::max(total, p.end_offset);
@@ -121,7 +129,7 @@ MemoryPlan plan_memory(const std::vector<Tier>& tiers, const std::vector<Buffer>
     plan.arena_bytes.push_back(owned.total[tier] + torch.total[tier]);
     plan.resident_bytes.push_back(owned.resident[tier] + torch.resident[tier]);
     plan.owned_bytes.push_back(owned.total[tier]);
-    plan.owned_resident_bytes.push_back(owned.resident[tier]);
+    plan.owned_resident_bytes.push_back(owned.floor[tier]);
     auto events = owned.events[tier];
     events.insert(events.end(), torch.events[tier].begin(), torch.events[tier].end());
     std::sort(events.begin(), events.end());

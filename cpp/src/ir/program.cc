@@ -68,6 +68,10 @@ void check_buffer(const ProgramSpec& spec, const Buffer& buffer) {
   if (buffer.alignment < 1 || (buffer.alignment & (buffer.alignment - 1)) != 0) {
     reject(who + ": alignment must be a power of two, got " + std::to_string(buffer.alignment));
   }
+  if (buffer.phase < 0 || buffer.phase >= buffer.alignment) {
+    reject(who + ": phase must be in [0, alignment " + std::to_string(buffer.alignment) + "), got " +
+           std::to_string(buffer.phase));
+  }
   for (std::int64_t dim : buffer.shape) {
     if (dim < 0) reject(who + ": shape dimensions must be >= 0, got " + std::to_string(dim));
   }

@@ -44,6 +44,31 @@ TEST(MemoryPlanTest, ResidentsComeFirstAndInputsAndFileRangesTakeNoArena) {
   EXPECT_EQ(plan.arena_bytes[2], 0);
 }
 
+TEST(MemoryPlanTest, APhasedBufferStartsItsPhasePastAnAlignedOffset) {
+  ProgramBuilder b;
+  const auto weight = b.buffer(100, 0, BufferLifetime::Resident);
+  const auto loaded = b.buffer(5000, 0, BufferLifetime::Resident);
+  const auto first = b.buffer(64);
+  const auto second = b.buffer(8192);
+  b.spec.buffers[1].alignment = b.spec.buffers[3].alignment = 4096;
+  b.spec.buffers[1].phase = 8;
+  b.spec.buffers[3].phase = 4000;
+  b.compute({weight, loaded}, {first, second});
+  b.spec.outputs = {first, second};
+  Program program(b.spec);
+  const MemoryPlan& plan = program.memory_plan();
+  (void)weight, (void)loaded, (void)first, (void)second;  // ids; the plan is indexed by position
+  EXPECT_EQ(plan.offsets[0], 0);
+  EXPECT_EQ(plan.offsets[1], 4096 + 8);  // 8 is taken by the first 100 resident bytes
+  EXPECT_EQ(plan.offsets[3] % 4096, 4000);
+  // The call's arena starts at owned_resident_bytes: aligned for its most aligned buffer, so
+  // the buffer's address there keeps its phase.
+  EXPECT_EQ(plan.owned_resident_bytes[0] % 4096, 0);
+  EXPECT_EQ((plan.offsets[3] - plan.owned_resident_bytes[0]) % 4096, 4000);
+  EXPECT_EQ(plan.resident_bytes[0], 4096 + 8 + 5000);  // the residents end there, gap included
+  EXPECT_GE(plan.offsets[3], plan.offsets[1] + 5000);
+}
+
 TEST(MemoryPlanTest, TorchOwnedBuffersAreCountedButNotInTheCoresArena) {
   ProgramBuilder b;
   const auto weight = b.buffer(256, 0, BufferLifetime::Resident);  // the core's

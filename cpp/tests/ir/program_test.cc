@@ -128,6 +128,9 @@ TEST(ProgramTest, RejectsMalformedBuffersTiersAndQueues) {
   auto alignment = streamed_layer();
   alignment.spec.buffers[1].alignment = 48;
   EXPECT_CONTAINS(rejection(alignment.spec), "alignment must be a power of two, got 48");
+  auto phase = streamed_layer();
+  phase.spec.buffers[1].phase = 64;
+  EXPECT_CONTAINS(rejection(phase.spec), "phase must be in [0, alignment 64), got 64");
   auto tier = streamed_layer();
   tier.spec.buffers[1].tier = 5;
   EXPECT_CONTAINS(rejection(tier.spec), "unknown tier 5");

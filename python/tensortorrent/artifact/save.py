@@ -27,7 +27,8 @@ def save_compiled(parts: ArtifactParts, path: str | os.PathLike) -> str:
         raise InvalidArgumentError(f"save: path: expected a str or os.PathLike, got {type(path).__name__}")
     if not parts.weights_in_memory:
         raise UnsupportedError(
-            "save: this module streams its weights from an artifact on disk; copy that artifact directory instead"
+            "save: this module's weights stay on disk, in a loaded artifact's file or a checkpoint, and saving "
+            "them is not supported yet; copy that artifact directory instead, or compile from weights in memory"
         )
     if parts.plan.tiered:
         # The declared machine is a compile argument, not part of the portable plan yet.

@@ -108,9 +108,10 @@ def gemm_flops_per_s() -> float:
 
 def memory_bytes_per_s() -> float:
     """This host's memory bandwidth as torch sees it, measured once per process (copying
-    64 MiB, best of three: bytes read plus bytes written)."""
+    16 MiB, best of three: bytes read plus bytes written). Small, as it counts against a
+    RAM budget that compiling from a checkpoint keeps; larger than most caches' share."""
     if not _MEMORY_RATE:
-        source = torch.ones(16 << 20)  # 64 MiB of float32
+        source = torch.ones(4 << 20)  # 16 MiB of float32
         target = torch.empty_like(source)
         target.copy_(source)  # warm-up: pages faulted in
         best = math.inf

@@ -38,8 +38,9 @@ from .machine import RAM, PlanMachine
 K = _core.InstructionKind
 LIFE = _core.BufferLifetime
 UNBOUNDED = 1 << 62  # bytes: a capacity that never binds
-# A buffer a Load writes starts on a 4 KiB boundary: with a file offset that is one too
-# (the artifact and cache files align their large tensors so), the read skips the page cache.
+# A buffer a Load writes agrees with its file offset modulo 4 KiB (on a 4 KiB boundary for
+# the artifact and cache files, which align their large tensors so; at the same phase for a
+# checkpoint's), so that the read's aligned middle skips the page cache (O_DIRECT).
 LOAD_ALIGNMENT = 4096
 CPU_QUEUE, IO_QUEUE = 0, 1
 
@@ -132,6 +133,13 @@ class LoweredProgram:
         ]
         rebuilt = _core.Program(tiers, program.queues, program.files, program.buffers, instructions, program.outputs)
         return replace(self, program=rebuilt)
+
+
+def load_phase(place: WeightRange) -> int:
+    """Where in its 4 KiB a buffer that a Load of `place` writes starts: as the file offset
+    does, unless that would misalign the tensor's elements (then the read is buffered)."""
+    phase = place.offset % LOAD_ALIGNMENT
+    return phase if phase % place.dtype.itemsize == 0 else 0
 
 
 def _timed(i: _core.Instruction, start_us: float, end_us: float) -> _core.Instruction:
@@ -329,6 +337,7 @@ class _Lowering:
                     nbytes=place.nbytes,
                     shape=list(place.shape),
                     alignment=LOAD_ALIGNMENT,
+                    phase=load_phase(place),
                 )
                 self.disk_resident[slot] = buffer
             self.preset.append((buffer, slot))
@@ -394,7 +403,9 @@ class _Lowering:
                 crc32c=place.crc32c,
             )
             name = f"{self.names[region]} weight {slot}"
-            target = self.buffer(RAM, None, LIFE.Transient, name, nbytes=place.nbytes, alignment=LOAD_ALIGNMENT)
+            target = self.buffer(
+                RAM, None, LIFE.Transient, name, nbytes=place.nbytes, alignment=LOAD_ALIGNMENT, phase=load_phase(place)
+            )
             self.emit(_Op(K.Load, IO_QUEUE, [source], [target], set(deps), f"load {name}", -1.0))
             self.disk_streamed[region].append(StreamedWeight(slot, target, place.nbytes))
             self.loaded_slot[target] = slot

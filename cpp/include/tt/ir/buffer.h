@@ -79,6 +79,10 @@ struct Buffer {
   // A file range's own CRC-32C, which every load of it checks (cheap enough for every
   // byte read); -1: only the file's chunk digests are checked.
   std::int64_t crc32c = -1;
+  // The arena offset is `phase` past a multiple of `alignment` (0 <= phase < alignment): a
+  // buffer a Load writes takes its file offset's phase modulo 4096, so that destination and
+  // file agree modulo 4096 and the read's aligned middle goes past the page cache (O_DIRECT).
+  std::int64_t phase = 0;
 };
 
 }  // namespace tt

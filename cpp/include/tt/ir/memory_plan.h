@@ -26,7 +26,9 @@ struct MemoryPlan {
   std::vector<std::int64_t> arena_bytes;      // per tier: both spaces, the most bytes the tier ever holds
   std::vector<std::int64_t> resident_bytes;   // per tier: of which resident, held across calls (both spaces)
   std::vector<std::int64_t> owned_bytes;      // per tier: the core's arena (resident and transient)
-  std::vector<std::int64_t> owned_resident_bytes;  // per tier: its resident part, at offsets [0, this)
+  // per tier: its resident part, at offsets [0, this): the residents, then padding up to the
+  // transients' largest alignment, where the call's arena starts
+  std::vector<std::int64_t> owned_resident_bytes;
   std::vector<std::int64_t> peak_bytes;       // per tier: most bytes live at once in the plan's order
   // (earlier Free position, later writer position): dependencies added so a buffer that
   // reuses another's space is written only after that one is freed.

@@ -1,0 +1,96 @@
+"""Suite S2 on checkpoints: every system on each workload, each in its own process, against the bound.
+
+For each workload (s2_workloads.py): its checkpoint is written, the best plain read
+bandwidth of its largest file is measured (as streaming.py part 1 measures it), then
+each system (s2_system.py) runs in a fresh process under the same RAM budget (half the
+weights). The bound is max(T_compute, N / B_best): T_compute the all-in-RAM eager time,
+N the bytes TensorTorrent reads per forward, B_best that file's best plain read.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+from s2_workloads import weight_files, workloads, write_checkpoint
+
+SYSTEMS = ("eager", "tensortorrent", "accelerate", "mmap")
+BENCH = Path(__file__).resolve().parent
+READ_BYTES = 1 << 30  # of the largest checkpoint file, per read system and round
+
+
+def run_system(system: str, workload, checkpoint: str, budget: int, runs: int, scratch: str, quick: bool) -> dict:
+    os.makedirs(scratch, exist_ok=True)
+    command = [sys.executable, str(BENCH / "s2_system.py"), system, workload.name, checkpoint, str(budget)]
+    command += [str(runs), scratch] + (["--quick"] if quick else [])
+    done = subprocess.run(command, capture_output=True, text=True, cwd=BENCH)
+    if done.returncode != 0:
+        raise RuntimeError(f"{system} on {workload.name} failed:\n{done.stderr[-4000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def bench_workload(workload, directory: str, runs: int, quick: bool, plain_reads) -> dict:
+    checkpoint = os.path.join(directory, f"checkpoint-{workload.name}")
+    write_checkpoint(workload, checkpoint)  # the model it returns is dropped: each system loads its own
+    files = weight_files(checkpoint)
+    weight_bytes = sum(os.path.getsize(f) for f in files)
+    budget = weight_bytes // 2
+    largest = max(files, key=os.path.getsize)
+    reads = plain_reads(largest, min(READ_BYTES, os.path.getsize(largest) // 4096 * 4096), 3)
+    best_gbps = reads["best_plain_gbps"]
+    systems, outputs = {}, {}
+    for system in SYSTEMS:
+        scratch = os.path.join(directory, f"{workload.name}-{system}")
+        result = run_system(system, workload, checkpoint, budget, runs, scratch, quick)
+        outputs[system] = torch.load(os.path.join(scratch, f"{system}.pt"))
+        shutil.rmtree(scratch, ignore_errors=True)
+        result["median_s"] = statistics.median(result["forward_s"])
+        systems[system] = result
+    shutil.rmtree(checkpoint, ignore_errors=True)
+    ours = systems["tensortorrent"]
+    read_bytes = statistics.median(ours["bytes_read_per_forward"])
+    bound = max(systems["eager"]["median_s"], read_bytes / (best_gbps * 1e9))
+    for system, result in systems.items():
+        result["over_bound"] = result["median_s"] / bound
+        result["max_abs_error_vs_eager"] = float((outputs[system] - outputs["eager"]).abs().max())
+    return {
+        "workload": vars(workload),
+        "weight_bytes": weight_bytes,
+        "ram_budget_bytes": budget,
+        "reads": reads,
+        "bytes_read_per_forward": read_bytes,
+        "bound_s": bound,
+        "systems": systems,
+        "tensortorrent_over_bound": ours["median_s"] / bound,
+        "accelerate_over_tensortorrent": systems["accelerate"]["median_s"] / ours["median_s"],
+        "measured_over_predicted": ours["median_s"] / ours["predicted_s"] if ours["predicted_s"] else None,
+    }
+
+
+def bench_checkpoints(directory: str, runs: int, quick: bool, plain_reads) -> list[dict]:
+    return [bench_workload(w, directory, runs, quick, plain_reads) for w in workloads(quick)]
+
+
+def describe(result: dict) -> list[str]:
+    lines = [
+        f"S2 {result['workload']['name']}: {result['weight_bytes'] / 2**30:.2f} GiB of weights, budget "
+        f"{result['ram_budget_bytes'] / 2**30:.2f} GiB; bound {result['bound_s'] * 1e3:.0f} ms "
+        f"({result['bytes_read_per_forward'] / 2**20:.0f} MiB read at {result['reads']['best_plain_gbps']:.2f} GB/s "
+        f"best plain, {result['reads']['best_plain']})"
+    ]
+    for system, r in result["systems"].items():
+        lines.append(
+            f"  {system:<13} {r['median_s'] * 1e3:8.0f} ms per forward ({r['over_bound']:.2f}x bound), "
+            f"peak RSS {r['peak_rss_bytes'] / 2**30:.2f} GiB, max |diff| vs eager {r['max_abs_error_vs_eager']:.2e}"
+        )
+    lines.append(
+        f"  tensortorrent {result['tensortorrent_over_bound']:.2f}x the bound; accelerate "
+        f"{result['accelerate_over_tensortorrent']:.2f}x slower than tensortorrent"
+    )
+    return lines

@@ -1,0 +1,140 @@
+"""One S2 system on one workload, in a process of its own (so that its peak RSS is its own).
+
+    python bench/s2_system.py SYSTEM WORKLOAD CHECKPOINT_DIR BUDGET RUNS SCRATCH [--quick]
+
+SYSTEM: tensortorrent (weights read in place under the RAM budget), accelerate
+(init_empty_weights + load_checkpoint_and_dispatch, the layers beyond the budget on
+"disk"), mmap (eager over memory-mapped safetensors: the OS pages weights in) or eager
+(every weight in RAM: the compute floor). The page cache of every weight file the system
+reads (Accelerate's offload folder too) is dropped before each timed forward. Prints one
+JSON object: per-forward seconds, peak RSS, bytes TensorTorrent read; saves the output
+as SCRATCH/SYSTEM.pt for the caller's parity check.
+"""
+
+from __future__ import annotations
+
+import json
+import mmap
+import os
+import sys
+import time
+import warnings
+
+os.environ.setdefault("TQDM_DISABLE", "1")  # Accelerate's and transformers' progress bars
+
+import torch  # noqa: E402
+from harness import drop_page_cache  # noqa: E402
+from s2_workloads import weight_files, workloads  # noqa: E402
+
+import tensortorrent as tt  # noqa: E402
+from tensortorrent.storage.checkpoint import open_checkpoint  # noqa: E402
+
+
+def rss_bytes(field: str) -> int:
+    status = open("/proc/self/status").read()
+    return int(status.split(f"{field}:")[1].split()[0]) * 1024
+
+
+def with_unsaved_buffers(model: torch.nn.Module) -> torch.nn.Module:
+    """A meta Llama's rotary embedding rebuilt on the CPU: checkpoints do not save it."""
+    inner = getattr(model, "model", None)
+    if inner is not None and hasattr(inner, "rotary_emb"):
+        inner.rotary_emb = type(inner.rotary_emb)(config=model.config)
+    return model
+
+
+def checkpoint_tensors(directory: str, mapped: bool) -> tuple[dict[str, torch.Tensor], list[mmap.mmap]]:
+    """Every tensor of the checkpoint: views of the files mapped read-only, or copies in RAM."""
+    checkpoint = open_checkpoint(directory)
+    maps = {}
+    for path in checkpoint.files:
+        with open(path, "rb") as handle:
+            maps[path] = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+    tensors = {}
+    for name, t in checkpoint.tensors.items():
+        count = t.nbytes // torch.empty((), dtype=t.dtype).element_size()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # the mapping is read-only, and so are the weights
+            view = torch.frombuffer(maps[t.path], dtype=t.dtype, count=count, offset=t.offset).view(t.shape)
+        tensors[name] = view if mapped else view.clone()
+    if not mapped:
+        for mapping in maps.values():
+            mapping.close()
+        return tensors, []
+    return tensors, list(maps.values())
+
+
+def with_weights(model: torch.nn.Module, tensors: dict[str, torch.Tensor]) -> torch.nn.Module:
+    state = model.state_dict()
+    for name in state:  # a tied head is saved once, under the embedding's name
+        if name not in tensors and getattr(getattr(model, "config", None), "tie_word_embeddings", False):
+            tensors[name] = tensors["model.embed_tokens.weight"]
+    model.load_state_dict(tensors, assign=True)
+    return with_unsaved_buffers(model).eval()
+
+
+def build(system: str, workload, directory: str, budget: int, scratch: str):
+    """(the model, its forward, what lists the files to drop before each forward, the mappings to drop)."""
+    inputs = workload.inputs()
+    files = weight_files(directory)
+    if system == "tensortorrent":
+        config = tt.CompileConfig(ram_budget_bytes=budget)
+        compiled = tt.compile(workload.meta(), inputs, checkpoint=directory, config=config)
+        return compiled, lambda: compiled(*inputs), lambda: files, []
+    if system == "accelerate":
+        from accelerate import init_empty_weights, load_checkpoint_and_dispatch
+
+        with init_empty_weights():
+            model = workload.build()
+        offload = os.path.join(scratch, "offload")
+        model = load_checkpoint_and_dispatch(
+            model,
+            directory if workload.vocab else files[0],
+            device_map="auto",
+            max_memory={"cpu": budget},
+            offload_folder=offload,
+            no_split_module_classes=[workload.block_class] if workload.block_class else None,
+        ).eval()
+        return model, lambda: model(*inputs), lambda: files + weight_files(offload), []
+    tensors, maps = checkpoint_tensors(directory, mapped=system == "mmap")
+    model = with_weights(workload.meta(), tensors)
+    return model, lambda: model(*inputs), lambda: files, maps
+
+
+def main() -> None:
+    system, name, directory, budget, runs, scratch = sys.argv[1:7]
+    budget, runs = int(budget), int(runs)
+    workload = next(w for w in workloads("--quick" in sys.argv) if w.name == name)
+    baseline = rss_bytes("VmRSS")
+    start = time.perf_counter()
+    target, forward, files, maps = build(system, workload, directory, budget, scratch)
+    setup_s = time.perf_counter() - start
+    times, reads = [], []
+    with torch.no_grad():
+        output = forward()  # warm-up
+        for _ in range(runs):
+            drop_page_cache(files(), maps)
+            start = time.perf_counter()
+            output = forward()
+            times.append(time.perf_counter() - start)
+            if system == "tensortorrent":
+                reads.append(target.last_report.bytes_read)
+    logits = output if isinstance(output, torch.Tensor) else output["logits"]
+    torch.save(logits, os.path.join(scratch, f"{system}.pt"))
+    result = {
+        "system": system,
+        "setup_s": setup_s,
+        "forward_s": times,
+        "peak_rss_bytes": rss_bytes("VmHWM"),
+        "baseline_rss_bytes": baseline,
+        "bytes_read_per_forward": reads,
+    }
+    if system == "tensortorrent":
+        result["predicted_s"] = target._plane.predicted_s()
+        result["prefetch_distance"] = target._plane.plan.prefetch
+        result["reads"] = target._plane.reads
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
