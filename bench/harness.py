@@ -14,6 +14,7 @@ from pathlib import Path
 import torch
 
 import tensortorrent as tt
+from tensortorrent.files import drop_page_cache as evict
 from tensortorrent.files import write_text_atomically
 from tensortorrent.hardware.devices import cpu_model
 
@@ -23,16 +24,11 @@ RESULTS_DIR = ROOT / "bench" / "results"
 
 def drop_page_cache(paths, mappings=()) -> None:
     """Evicts the files' pages before a cold read: first this process's mappings of them
-    (mmap.mmap objects), then the page cache (after an fsync: dirty pages cannot be dropped)."""
+    (mmap.mmap objects), then the page cache."""
     for mapping in mappings:
         mapping.madvise(mmap.MADV_DONTNEED)
     for path in paths:
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
+        evict(path)
 
 
 def summarize(samples: list[float]) -> dict:

@@ -72,12 +72,13 @@ def compile(
     model = check_model(compose(model, args, kwargs) if isinstance(model, ModuleGraph) else model)
     # A RAM budget given that the weights exceed: they stream from the weights cache, and
     # the streaming program (not the placement) holds RAM to the budget.
-    streaming = config.ram_budget_bytes is not None and weight_bytes(model) > budgets.ram.amount
+    over_budget = config.ram_budget_bytes is not None and weight_bytes(model) > budgets.ram.amount
+    streaming = over_budget and config.allow_disk_streaming
     plan_machine = resolve_machine(devices, check_machine(machine), UNBOUNDED if streaming else budgets.ram.amount)
     if streaming and not plan_machine.is_cpu_only:
         raise UnsupportedError("tt.compile: streaming weights from disk runs on the CPU only today; use devices='cpu'")
     if not streaming:
-        check_fits(weight_bytes(model), budgets)  # before export: the heavy work
+        check_fits(weight_bytes(model), budgets, streaming_refused=over_budget)  # before export: the heavy work
 
     with CompileProgress(STAGES + (["stream"] if streaming else [])) as progress:
         with progress.stage("export"):

@@ -43,6 +43,9 @@ class CompileConfig:
     io_queue_depth: reads the I/O engine keeps in flight when weights stream; None
         measures the weights file's device (buffered and O_DIRECT at 2, 4 and 8 reads in
         flight) once per process and takes the fastest.
+    allow_disk_streaming: False keeps every weight in RAM: a RAM budget that cannot hold
+        them (with the activations) is then a tt.MemoryCapacityError before anything
+        runs, instead of weights read from disk on every call.
     """
 
     max_region_nodes: int = 256
@@ -58,10 +61,12 @@ class CompileConfig:
     objective_weights: dict[str, float] | None = None
     prefetch_distance: int | None = None
     io_queue_depth: int | None = None
+    allow_disk_streaming: bool = True
 
     def __post_init__(self) -> None:
         _check_int("max_region_nodes", self.max_region_nodes, minimum=1)
         _check_bool("prefer_direct_path", self.prefer_direct_path)
+        _check_bool("allow_disk_streaming", self.allow_disk_streaming)
         _check_positive_seconds("stall_timeout_s", self.stall_timeout_s)
         for name in (
             "max_concurrent_regions",

@@ -1,4 +1,4 @@
-"""File writing that never leaves a half-written file behind."""
+"""File writing that never leaves a half-written file behind; cold reads for measurements."""
 
 from __future__ import annotations
 
@@ -25,3 +25,15 @@ def write_text_atomically(path: str | os.PathLike, text: str) -> str:
         os.unlink(tmp)
         raise
     return path
+
+
+def drop_page_cache(path: str | os.PathLike) -> None:
+    """Evicts the file's pages from the page cache, so that the next read of it comes from
+    the device (dirty pages cannot be dropped: they are written back first). Pages that a
+    process maps stay."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)

@@ -256,3 +256,10 @@ def test_loads_of_unaligned_checkpoint_tensors_go_past_the_page_cache(tmp_path):
     # Each buffer a load writes sits at its file offset's phase modulo 4096: only each
     # tensor's unaligned head and tail (under 4 KiB each) go through the page cache.
     assert stats.direct_bytes > 0.8 * stats.bytes_read, stats
+
+
+def test_a_checkpoint_over_the_budget_with_disk_streaming_refused_is_an_error(tmp_path):
+    eager = saved_model("gpt2", tmp_path, sharded=False)
+    config = tt.CompileConfig(ram_budget_bytes=weight_bytes(eager) // 2, allow_disk_streaming=False)
+    with pytest.raises(tt.MemoryCapacityError, match=r"ram_budget_bytes=\d+ .*allow_disk_streaming=False"):
+        tt.compile(meta_model("gpt2"), (torch.zeros(1, 4, dtype=torch.long),), checkpoint=tmp_path, config=config)

@@ -40,6 +40,18 @@ def streamed(path, budget: int, **config) -> tt.CompiledModule:
     return tt.load_compiled(path, config=tt.CompileConfig(ram_budget_bytes=budget, **config))
 
 
+def test_with_disk_streaming_refused_a_budget_below_the_weights_is_an_error(mlp_artifact):
+    model, x, path = mlp_artifact
+    budget = weight_bytes(model) // 2
+    with pytest.raises(tt.MemoryCapacityError, match="allow_disk_streaming=False keeps them all in RAM"):
+        streamed(path, budget, allow_disk_streaming=False)
+    with pytest.raises(tt.MemoryCapacityError, match="allow_disk_streaming=False keeps them all there"):
+        tt.compile(model, (x,), config=tt.CompileConfig(ram_budget_bytes=budget, allow_disk_streaming=False))
+    roomy = streamed(path, 4 * weight_bytes(model), allow_disk_streaming=False)
+    torch.testing.assert_close(roomy(x), eager_outputs(model, (x,)))
+    assert roomy.last_report.bytes_read == 0
+
+
 @pytest.mark.parametrize("fraction", [1 / 4, 1 / 3, 1 / 2], ids=["quarter", "third", "half"])
 @pytest.mark.parametrize("prefetch", [0, 1, 2])
 def test_an_mlp_streams_under_budgets_and_matches_eager(mlp_artifact, fraction, prefetch):

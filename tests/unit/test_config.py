@@ -24,6 +24,7 @@ from tensortorrent.config import env_flag
         ("spill_dir", 3),
         ("prefetch_distance", 1.0),
         ("io_queue_depth", "4"),
+        ("allow_disk_streaming", 1),
     ],
 )
 def test_wrong_type_raises_type_error_naming_the_field(field, value):
@@ -72,6 +73,7 @@ def test_valid_config_keeps_its_values():
         "objective_weights": None,
         "prefetch_distance": None,
         "io_queue_depth": None,
+        "allow_disk_streaming": True,
     }
 
 

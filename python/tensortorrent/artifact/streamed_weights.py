@@ -165,7 +165,9 @@ def stream_weights(
     best, failure = None, None
     for distance in distances:
         try:
-            candidate = plan_streaming(runner, names, weights, budget, distance, cpu_slots)
+            candidate = plan_streaming(
+                runner, names, weights, budget, distance, cpu_slots, allow_streaming=config.allow_disk_streaming
+            )
         except MemoryCapacityError as error:
             failure = error
             continue

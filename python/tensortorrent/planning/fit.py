@@ -20,8 +20,9 @@ def weight_bytes(model: nn.Module) -> int:
     return total
 
 
-def check_fits(needed: int, budgets: Budgets) -> None:
-    """Raises MemoryCapacityError when `needed` bytes of weights exceed the host RAM budget.
+def check_fits(needed: int, budgets: Budgets, streaming_refused: bool = False) -> None:
+    """Raises MemoryCapacityError when `needed` bytes of weights exceed the host RAM budget
+    (saying so when `streaming_refused`: the config forbids streaming them from disk).
 
     Host RAM is the only tier a plan can keep weights in today: every plan holds all of
     them there for the whole call (a virtual device's resident parameters are copies of
@@ -34,4 +35,5 @@ def check_fits(needed: int, budgets: Budgets) -> None:
             f"the model's weights need {needed} bytes ({format_bytes(needed)}), but host RAM, where a plan "
             f"keeps them, allows {ram.amount} bytes ({format_bytes(ram.amount)}): "
             f"ram: {format_bytes(ram.amount)} ({ram.source}: {ram.detail})"
+            + ("; CompileConfig.allow_disk_streaming=False keeps them all there" if streaming_refused else "")
         )

@@ -54,18 +54,30 @@ def cpu_program(
 
 
 def plan_streaming(
-    runner, names: Sequence[str], weights: WeightsOnDisk, budget_bytes: int, prefetch: int, cpu_slots: int
+    runner,
+    names: Sequence[str],
+    weights: WeightsOnDisk,
+    budget_bytes: int,
+    prefetch: int,
+    cpu_slots: int,
+    allow_streaming: bool = True,
 ) -> LoweredProgram:
     """Keeps resident what fits in `budget_bytes` and streams the rest, largest regions
-    first; MemoryCapacityError when even streaming every region does not fit."""
+    first (with `allow_streaming` False, nothing streams); MemoryCapacityError when even
+    streaming every region (or, not allowed, none) does not fit."""
     own = runner.own_weights
     order = sorted(own, key=lambda r: (-sum(weights.ranges[s].nbytes for s in own[r] if s in weights.ranges), r))
     last = None
-    for count in range(len(order) + 1):
+    for count in range(len(order) + 1 if allow_streaming else 1):
         try:
             return cpu_program(runner, names, budget_bytes, cpu_slots, weights, frozenset(order[:count]), prefetch)
         except MemoryCapacityError as error:
             last = error
+    if not allow_streaming:
+        raise MemoryCapacityError(
+            f"ram_budget_bytes={budget_bytes} ({format_bytes(budget_bytes)}) cannot hold every weight with the "
+            f"activations, and CompileConfig.allow_disk_streaming=False keeps them all in RAM ({last})"
+        )
     everything = cpu_program(runner, names, UNBOUNDED, cpu_slots, weights, frozenset(order), prefetch)
     needed = everything.program.memory_plan.arena_bytes[0]
     raise MemoryCapacityError(
