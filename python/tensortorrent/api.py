@@ -13,11 +13,11 @@ from torch import nn
 from .artifact.streamed_weights import stream_from_cache
 from .capture import InputSignature, capture_model, normalize
 from .capture.composed_module import compose
-from .capture.export import check_model
+from .capture.export import check_model, functional_program
 from .capture.module_graph import ModuleGraph, series
 from .config import CompileConfig
 from .errors import InvalidArgumentError, UnsupportedError
-from .from_checkpoint import compile_from_checkpoint
+from .from_checkpoint import compile_from_checkpoint, exported_source
 from .hardware import discover_devices, resolve_budgets
 from .hardware.devices import names_accelerator
 from .hardware.virtual import VirtualDevice, check_machine
@@ -51,6 +51,10 @@ def compile(
 ) -> CompiledModule:
     """Compiles `model` for the shapes of `example_inputs` (and `example_kwargs`).
 
+    `model` is an nn.Module, a ModuleGraph, a torch.export.ExportedProgram (exported in
+    eval mode; its own example inputs serve when none are given) or the path of a .pt2
+    file holding only a program's graph, whose weights then come from `checkpoint`.
+
     Returns a CompiledModule whose calls give the same outputs as `model` in eval mode.
     The model's own training/eval flags are left as they were. A ModuleGraph is compiled
     as the module that runs it. `devices` names where regions may compute: "auto" (the
@@ -60,16 +64,20 @@ def compile(
     a folder holding one), the weights are read from there in place, never all in RAM at
     once: `model` may be built on the meta device and its own weights are not used.
     """
-    args = _as_args(example_inputs)
-    kwargs = _as_kwargs(example_kwargs)
     config = _as_config(config)
+    exported = exported_source(model, checkpoint)
+    args, kwargs = example_of(exported, example_inputs, example_kwargs)
     if checkpoint is not None:
         if machine is not None:
             raise UnsupportedError("tt.compile: a model compiled from a checkpoint runs on the CPU only today")
-        return compile_from_checkpoint(check_model(model), args, kwargs, config, checkpoint, devices)
+        source = exported if exported is not None else check_model(model)
+        return compile_from_checkpoint(source, args, kwargs, config, checkpoint, devices)
+    # An exported program's own module holds its weights (the same tensors) and runs its graph.
+    model = exported.module() if exported is not None else model
     # Accelerators are probed only for a plan that may use one: probing creates CUDA contexts.
     budgets = resolve_budgets(config, devices=discover_devices(accelerators=names_accelerator(devices)))
     model = check_model(compose(model, args, kwargs) if isinstance(model, ModuleGraph) else model)
+    check_weights_present(model)
     # A RAM budget given that the weights exceed: they stream from the weights cache, and
     # the streaming program (not the placement) holds RAM to the budget.
     over_budget = config.ram_budget_bytes is not None and weight_bytes(model) > budgets.ram.amount
@@ -82,7 +90,8 @@ def compile(
 
     with CompileProgress(STAGES + (["stream"] if streaming else [])) as progress:
         with progress.stage("export"):
-            program = normalize(capture_model(model, args, kwargs))
+            captured = functional_program(exported) if exported is not None else capture_model(model, args, kwargs)
+            program = normalize(captured)
             signature = InputSignature(args, kwargs)
         with progress.stage("partition"):
             layers = layer_paths(model) | (parameter_owners(program) if streaming else frozenset())
@@ -107,7 +116,7 @@ def compile(
             compiled = CompiledModule(
                 model=model,
                 runs_model_forward=True,
-                model_name=type(model).__qualname__,
+                model_name="ExportedProgram" if exported is not None else type(model).__qualname__,
                 signature=signature,
                 program=program,
                 regions=regions,
@@ -145,6 +154,28 @@ def compile_modules(
     """
     graph = series(modules, names, len(_as_args(example_inputs)), list(_as_kwargs(example_kwargs)))
     return compile(graph, example_inputs, config, devices, example_kwargs=example_kwargs, machine=machine)
+
+
+def example_of(exported, example_inputs: object, example_kwargs: object) -> tuple[tuple, dict]:
+    """The example inputs given, else an exported program's own (args, kwargs)."""
+    args, kwargs = _as_args(example_inputs), _as_kwargs(example_kwargs)
+    if exported is not None and not args and not kwargs:
+        if exported.example_inputs is None:
+            raise InvalidArgumentError(
+                "tt.compile: the exported program carries no example inputs; pass example_inputs (and example_kwargs)"
+            )
+        args, kwargs = exported.example_inputs
+    return args, kwargs
+
+
+def check_weights_present(model: nn.Module) -> None:
+    """InvalidArgumentError for a model whose weights are on the meta device: they have no values."""
+    meta = next((name for name, t in (*model.named_parameters(), *model.named_buffers()) if t.is_meta), None)
+    if meta is not None:
+        raise InvalidArgumentError(
+            f"tt.compile: the model's weights are on the meta device ({meta!r}, ...), so they have no values; "
+            "pass checkpoint= (a safetensors file, a list of them, an index or a folder) to read them from"
+        )
 
 
 def _as_args(example_inputs: object) -> tuple:

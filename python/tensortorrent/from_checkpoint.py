@@ -12,14 +12,17 @@ weights are read.
 from __future__ import annotations
 
 import logging
+import os
 
+import torch
 from torch import nn
 
+from .artifact.program_archive import load_program
 from .artifact.streamed_weights import stream_weights
 from .capture import InputSignature, normalize
-from .capture.weightless import capture_weightless
+from .capture.weightless import capture_weightless, exported_weightless
 from .config import CompileConfig
-from .errors import UnsupportedError
+from .errors import InvalidArgumentError, NotFoundError, UnsupportedError
 from .hardware import resolve_budgets
 from .observe.progress import CompileProgress
 from .partition import layer_paths, parameter_owners, partition
@@ -35,20 +38,55 @@ log = logging.getLogger(__name__)
 STAGES = ["checkpoint", "export", "partition", "plan", "stream"]
 
 
+def exported_source(model: object, checkpoint: object) -> torch.export.ExportedProgram | None:
+    """`model` when it is an exported program; the program in a .pt2 file, opened as an
+    artifact's program is (a graph with no tensor data, never unpickled), whose weights
+    come from `checkpoint`; else None."""
+    if isinstance(model, torch.export.ExportedProgram):
+        return model
+    if not isinstance(model, (str, os.PathLike)):
+        return None
+    path = os.fspath(model)
+    if not path.endswith(".pt2"):
+        raise InvalidArgumentError(f"tt.compile: a path must name an exported program's .pt2 file, got {path!r}")
+    if checkpoint is None:
+        raise InvalidArgumentError(
+            f"tt.compile: {path}: a .pt2 program holds no weights TensorTorrent reads; pass checkpoint= too"
+        )
+    try:
+        with open(path, "rb") as file:
+            data = file.read()
+    except FileNotFoundError as error:
+        raise NotFoundError(f"tt.compile: {path}: no such .pt2 file") from error
+    return load_program(data, path)
+
+
 def compile_from_checkpoint(
-    model: nn.Module, args: tuple, kwargs: dict, config: CompileConfig, checkpoint: object, devices: object
+    model: nn.Module | torch.export.ExportedProgram,
+    args: tuple,
+    kwargs: dict,
+    config: CompileConfig,
+    checkpoint: object,
+    devices: object,
 ) -> CompiledModule:
-    """The compiled module of `model` with its weights in `checkpoint` (see the module's docstring)."""
+    """The compiled module of `model` (or of an exported program, whose own weights are not
+    used) with its weights in `checkpoint` (see the module's docstring)."""
     if devices not in ("auto", "cpu"):
         raise UnsupportedError(
             f"tt.compile: a model compiled from a checkpoint runs on the CPU only today; got devices={devices!r}"
         )
     budgets = resolve_budgets(config)
+    model_name = type(model).__qualname__
     with CompileProgress(STAGES) as progress:
         with progress.stage("checkpoint"):
             files = open_checkpoint(checkpoint)
         with progress.stage("export"):
-            program = normalize(capture_weightless(model, args, kwargs))
+            if isinstance(model, torch.export.ExportedProgram):
+                exported = exported_weightless(model)
+                model = exported.module()  # the module tree the weights' names come from
+            else:
+                exported = capture_weightless(model, args, kwargs)
+            program = normalize(exported)
             signature = InputSignature(args, kwargs)
             weights = weights_in_checkpoint(program, files)
         with progress.stage("partition"):
@@ -64,7 +102,7 @@ def compile_from_checkpoint(
     costs = region_costs(regions)
     log.info(
         "compiled %s from %d checkpoint file(s): %d region(s), roofline %.3f ms of compute per call",
-        type(model).__qualname__,
+        model_name,
         len(files.files),
         len(regions),
         sum(roofline_seconds(region, cost) for region, cost in zip(regions, costs)) * 1e3,
@@ -72,7 +110,7 @@ def compile_from_checkpoint(
     return CompiledModule(
         model=model,
         runs_model_forward=False,
-        model_name=type(model).__qualname__,
+        model_name=model_name,
         signature=signature,
         program=program,
         regions=regions,

@@ -263,3 +263,53 @@ def test_a_checkpoint_over_the_budget_with_disk_streaming_refused_is_an_error(tm
     config = tt.CompileConfig(ram_budget_bytes=weight_bytes(eager) // 2, allow_disk_streaming=False)
     with pytest.raises(tt.MemoryCapacityError, match=r"ram_budget_bytes=\d+ .*allow_disk_streaming=False"):
         tt.compile(meta_model("gpt2"), (torch.zeros(1, 4, dtype=torch.long),), checkpoint=tmp_path, config=config)
+
+
+def test_an_exported_program_compiles_with_its_own_weights_and_inputs():
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(llama_config()).eval()
+    ids = torch.randint(0, VOCAB, (1, 8))
+    compiled = tt.compile(torch.export.export(model, (ids,)))  # its example inputs serve
+    torch.testing.assert_close(logits(compiled(ids)), logits(eager_outputs(model, (ids,))))
+
+
+def test_an_exported_program_takes_its_weights_from_a_checkpoint(tmp_path):
+    eager = saved_model("llama", tmp_path, sharded=True)
+    other = transformers.LlamaForCausalLM(llama_config()).eval()  # other random weights, not used
+    ids = torch.randint(0, VOCAB, (1, 8))
+    exported = torch.export.export(other, (ids,))
+    config = tt.CompileConfig(ram_budget_bytes=weight_bytes(eager) // 2)
+    compiled = tt.compile(exported, (ids,), checkpoint=tmp_path, config=config)
+    torch.testing.assert_close(logits(compiled(ids)), logits(eager_outputs(eager, (ids,))))
+    assert compiled.last_report.bytes_read > 0
+
+
+def test_a_pt2_file_is_opened_only_as_a_weightless_program(tmp_path):
+    from tensortorrent.artifact.program_archive import program_bytes
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 8)).eval()
+    x = torch.randn(4, 16)
+    exported = torch.export.export(model, (x,))
+    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, tmp_path / "w.safetensors")
+    (tmp_path / "graph.pt2").write_bytes(program_bytes(exported))
+    compiled = tt.compile(str(tmp_path / "graph.pt2"), (x,), checkpoint=tmp_path / "w.safetensors")
+    torch.testing.assert_close(compiled(x), eager_outputs(model, (x,)))
+    torch.export.save(exported, tmp_path / "with_weights.pt2")  # holds tensor data: refused unread
+    with pytest.raises(tt.UnsafeArtifactError, match="weights come only from safetensors"):
+        tt.compile(str(tmp_path / "with_weights.pt2"), (x,), checkpoint=tmp_path / "w.safetensors")
+    with pytest.raises(tt.InvalidArgumentError, match="pass checkpoint="):
+        tt.compile(str(tmp_path / "graph.pt2"), (x,))
+
+
+def test_a_meta_model_without_a_checkpoint_is_refused_before_export():
+    with pytest.raises(tt.InvalidArgumentError, match=r"on the meta device .* pass checkpoint="):
+        tt.compile(meta_model("gpt2"), (torch.zeros(1, 4, dtype=torch.long),))
+
+
+def test_an_exported_gpt2_keeps_its_tied_head_tied_to_the_saved_embedding(tmp_path):
+    eager = saved_model("gpt2", tmp_path, sharded=False)
+    ids = torch.randint(0, VOCAB, (1, 8))
+    exported = torch.export.export(transformers.GPT2LMHeadModel(gpt2_config()).eval(), (ids,))
+    compiled = tt.compile(exported, checkpoint=tmp_path)
+    torch.testing.assert_close(logits(compiled(ids)), logits(eager_outputs(eager, (ids,))))

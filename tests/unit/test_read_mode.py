@@ -38,3 +38,13 @@ def test_direct_reads_are_preferred_unless_buffered_ones_are_clearly_faster():
     refused = [Measured("buffered", 2, 1.0), Measured("direct", 2, 0.0, measured=False)]
     best, reason = streamed_weights.preferred_read_mode(refused)
     assert best.mode == "buffered" and "fastest of 1 measured" in reason
+
+
+def test_no_read_mode_is_compared_with_a_buffer_larger_than_a_quarter_of_the_budget(tmp_path, monkeypatch):
+    monkeypatch.setattr(streamed_weights, "CALIBRATION_BYTES", 4 << 20)
+    monkeypatch.setattr(streamed_weights, "_CHOSEN", {})
+    path = tmp_path / "weights.bin"
+    path.write_bytes(os.urandom(4 << 20))
+    chosen = streamed_weights.choose_read_mode(str(path), streamed_bytes=1 << 30, depth=None, budget_bytes=8 << 20)
+    assert chosen.threads == 4 and "budget is too small" in chosen.reason
+    assert streamed_weights._CHOSEN == {}

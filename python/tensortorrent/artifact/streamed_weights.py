@@ -69,12 +69,15 @@ def preferred_read_mode(results) -> tuple[object, str]:
     return fastest, f"the fastest of {len(measured)} measured ({runs}): {fastest.mode}"
 
 
-def choose_read_mode(path: str, streamed_bytes: int, depth: int | None) -> ReadMode:
+def choose_read_mode(path: str, streamed_bytes: int, depth: int | None, budget_bytes: int | None = None) -> ReadMode:
     """How to read `path`, with its measured speed: the fastest median of buffered and O_DIRECT
     at 2, 4 and 8 threads (page cache dropped before each read), measured once per device and
-    process when the plan streams enough to matter; else, or with an explicit `depth`,
-    one quick measurement of the mode used, for the simulator."""
-    if depth is None and streamed_bytes >= 4 * CALIBRATION_BYTES and os.path.getsize(path) >= CALIBRATION_BYTES:
+    process when the plan streams enough to matter and the measurement's buffer takes at
+    most a quarter of `budget_bytes` of RAM; else, or with an explicit `depth`, one quick
+    measurement of the mode used, for the simulator."""
+    fits = budget_bytes is None or CALIBRATION_BYTES <= budget_bytes // 4
+    large = streamed_bytes >= 4 * CALIBRATION_BYTES and os.path.getsize(path) >= CALIBRATION_BYTES
+    if depth is None and fits and large:
         key = os.stat(path).st_dev
         if key not in _CHOSEN:
             measured = _core.measure_read_modes(path, CALIBRATION_BYTES, READ_CANDIDATES, CALIBRATION_ROUNDS)
@@ -85,7 +88,13 @@ def choose_read_mode(path: str, streamed_bytes: int, depth: int | None) -> ReadM
             _CHOSEN[key] = ReadMode(mode, best.threads, best.request_bytes, best.gigabytes_per_second, reason)
         return _CHOSEN[key]
     threads = depth if depth is not None else 4
-    reason = "CompileConfig.io_queue_depth" if depth is not None else "too little streams per call to compare modes"
+    reason = (
+        "CompileConfig.io_queue_depth"
+        if depth is not None
+        else "too little streams per call to compare modes"
+        if not large
+        else "the RAM budget is too small to compare modes"
+    )
     sample = min(os.path.getsize(path) // 4096 * 4096, QUICK_SAMPLE_BYTES)
     speed = None
     if sample:
@@ -155,7 +164,7 @@ def stream_weights(
     names = [region.name for region in regions]
     # How to read is measured first: its reads in flight are the program's I/O queue depth.
     largest = max(weights.files, key=lambda file: file.size).path
-    reads = choose_read_mode(largest, weights.nbytes - budget, config.io_queue_depth)
+    reads = choose_read_mode(largest, weights.nbytes - budget, config.io_queue_depth, budget)
     # The largest prefetch distance that fits: on the disks measured here, more reads in
     # flight beat keeping a little more resident (bench/streaming.py). The simulator then
     # predicts the chosen program: regions at their roofline (a measured GEMM rate and

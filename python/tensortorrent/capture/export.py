@@ -53,10 +53,15 @@ def capture_model(model: nn.Module, args: tuple, kwargs: dict) -> torch.export.E
             raise CaptureError(
                 f"torch.export could not capture {type(model).__qualname__}: {type(error).__name__}: {reason}"
             ) from error
-        with warnings.catch_warnings():
-            # torch's own deepcopy of the pytree specs warns about its deprecated LeafSpec.
-            warnings.simplefilter("ignore", FutureWarning)
-            functional = exported.run_decompositions({})
+    return functional_program(exported)
+
+
+def functional_program(exported: torch.export.ExportedProgram) -> torch.export.ExportedProgram:
+    """The program with in-place ops rewritten as pure ones and without dead nodes."""
+    with torch.no_grad(), warnings.catch_warnings():
+        # torch's own deepcopy of the pytree specs warns about its deprecated LeafSpec.
+        warnings.simplefilter("ignore", FutureWarning)
+        functional = exported.run_decompositions({})
     drop_dead_nodes(functional.graph_module)
     return functional
 

@@ -13,15 +13,15 @@ those its module's init computes, rebuilt on the CPU from its config.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import torch
 from torch import nn
-from torch._subclasses.fake_tensor import FakeTensorMode
+from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 from torch.utils._pytree import tree_map
 
 from ..errors import CaptureError, CheckpointError
-from .export import capture_model, with_tensors
+from .export import capture_model, functional_program, with_tensors
 
 
 def capture_weightless(model: nn.Module, args: tuple, kwargs: dict) -> torch.export.ExportedProgram:
@@ -35,7 +35,41 @@ def capture_weightless(model: nn.Module, args: tuple, kwargs: dict) -> torch.exp
 
     with fake_weights(model, mode):
         exported = capture_model(model, tree_map(fake, args), tree_map(fake, kwargs))
-    metas: dict[int, torch.Tensor] = {}  # id(fake) -> its meta twin: tied stay tied
+    return weightless(exported, lambda name, value: unsaved_value(model, name, value))
+
+
+def exported_weightless(exported: torch.export.ExportedProgram) -> torch.export.ExportedProgram:
+    """A user's exported program, functionalized, its state_dict replaced by meta tensors
+    (the checkpoint holds those weights); its constants keep their own values. The graph
+    is re-traced over fake CPU weights: its own may be on the meta device (a .pt2 file)."""
+    mode = FakeTensorMode()
+    fakes: dict[int, torch.Tensor] = {}  # id(tensor) -> its fake: tied weights stay tied
+
+    def fake(value: torch.Tensor) -> torch.Tensor:
+        if id(value) not in fakes:
+            fakes[id(value)] = _fake_like(value, mode)
+        return fakes[id(value)]
+
+    faked = with_tensors(
+        exported,
+        state_dict={name: fake(value) for name, value in exported.state_dict.items()},
+        constants={name: fake(v) if v.is_meta else v for name, v in exported.constants.items()},
+    )
+    return weightless(functional_program(faked), own_constant)
+
+
+def _fake_like(value: torch.Tensor, mode: FakeTensorMode) -> torch.Tensor:
+    with mode:
+        empty = torch.empty(value.shape, dtype=value.dtype, device="cpu")
+    return nn.Parameter(empty, value.requires_grad) if isinstance(value, nn.Parameter) else empty
+
+
+def weightless(
+    exported: torch.export.ExportedProgram, constant_value: Callable[[str, object], torch.Tensor]
+) -> torch.export.ExportedProgram:
+    """The same program over meta tensors for its state_dict (tied stay tied) and
+    `constant_value(name, value)` for each of its constants."""
+    metas: dict[int, torch.Tensor] = {}  # id(tensor) -> its meta twin
 
     def meta(name: str, value: object) -> torch.Tensor:
         if not isinstance(value, torch.Tensor):
@@ -49,8 +83,18 @@ def capture_weightless(model: nn.Module, args: tuple, kwargs: dict) -> torch.exp
     return with_tensors(
         exported,
         state_dict={name: meta(name, value) for name, value in exported.state_dict.items()},
-        constants={name: unsaved_value(model, name, value) for name, value in exported.constants.items()},
+        constants={name: constant_value(name, value) for name, value in exported.constants.items()},
     )
+
+
+def own_constant(name: str, value: object) -> torch.Tensor:
+    """An exported program's constant, which must hold a value: checkpoints hold none."""
+    if not isinstance(value, torch.Tensor) or value.is_meta or isinstance(value, FakeTensor):
+        raise CheckpointError(
+            f"{name!r}: the exported program's constant (a non-persistent buffer or a tensor made in forward) "
+            "has no value, and checkpoints do not hold constants: export the program with it on the CPU"
+        )
+    return value
 
 
 def unsaved_value(model: nn.Module, name: str, traced: object) -> torch.Tensor:
@@ -114,10 +158,7 @@ def fake_weights(model: nn.Module, mode: FakeTensorMode) -> Iterator[None]:
 
     def fake_of(value: torch.Tensor) -> torch.Tensor:
         if id(value) not in fakes:
-            with mode:
-                empty = torch.empty(value.shape, dtype=value.dtype, device="cpu")
-            is_parameter = isinstance(value, nn.Parameter)
-            fakes[id(value)] = nn.Parameter(empty, value.requires_grad) if is_parameter else empty
+            fakes[id(value)] = _fake_like(value, mode)
         return fakes[id(value)]
 
     try:
