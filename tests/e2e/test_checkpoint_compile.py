@@ -229,13 +229,27 @@ def test_compiling_and_running_from_a_checkpoint_twice_the_budget_stays_within_i
     assert peak - baseline <= budget + COMPILE_OVERHEAD, f"grew {peak - baseline} bytes for a {budget}-byte budget"
 
 
-def test_saving_a_module_whose_weights_are_a_checkpoint_is_refused_and_writes_nothing(tmp_path):
+def test_a_module_compiled_from_a_checkpoint_saves_its_weights_into_the_artifact(tmp_path):
+    eager = saved_model("llama", tmp_path / "checkpoint", sharded=True)
+    ids = torch.randint(0, VOCAB, (1, 8))
+    budget = tt.CompileConfig(ram_budget_bytes=weight_bytes(eager) // 2)
+    compiled = tt.compile(meta_model("llama"), (ids,), checkpoint=tmp_path / "checkpoint", config=budget)
+    compiled.save(tmp_path / "artifact")  # copied a tensor at a time, not read whole
+    expected = logits(eager_outputs(eager, (ids,)))
+    for config in (None, budget):
+        loaded = tt.load_compiled(tmp_path / "artifact", config=config)
+        torch.testing.assert_close(logits(loaded(ids)), expected)
+
+
+def test_saving_fails_cleanly_when_the_checkpoint_lost_bytes_since_compile(tmp_path):
     saved_model("gpt2", tmp_path / "checkpoint", sharded=False)
     ids = torch.randint(0, VOCAB, (1, 8))
     compiled = tt.compile(meta_model("gpt2"), (ids,), checkpoint=tmp_path / "checkpoint")
-    with pytest.raises(tt.UnsupportedError, match="weights stay on disk"):
+    file = tmp_path / "checkpoint" / "model.safetensors"
+    os.truncate(file, file.stat().st_size // 2)
+    with pytest.raises(tt.StorageError, match="model.safetensors: ends at byte"):
         compiled.save(tmp_path / "artifact")
-    assert not (tmp_path / "artifact").exists()
+    assert not (tmp_path / "artifact").exists() and not any(p.name.startswith(".") for p in tmp_path.iterdir())
 
 
 def test_loads_of_unaligned_checkpoint_tensors_go_past_the_page_cache(tmp_path):

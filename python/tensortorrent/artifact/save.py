@@ -25,11 +25,6 @@ def save_compiled(parts: ArtifactParts, path: str | os.PathLike) -> str:
     at `path`, atomically; returns the path."""
     if not isinstance(path, (str, os.PathLike)):
         raise InvalidArgumentError(f"save: path: expected a str or os.PathLike, got {type(path).__name__}")
-    if not parts.weights_in_memory:
-        raise UnsupportedError(
-            "save: this module's weights stay on disk, in a loaded artifact's file or a checkpoint, and saving "
-            "them is not supported yet; copy that artifact directory instead, or compile from weights in memory"
-        )
     if parts.plan.tiered:
         # The declared machine is a compile argument, not part of the portable plan yet.
         raise UnsupportedError(
@@ -42,7 +37,8 @@ def save_compiled(parts: ArtifactParts, path: str | os.PathLike) -> str:
     def write(directory: str) -> None:
         with open(os.path.join(directory, PROGRAM), "wb") as handle:
             handle.write(pt2)
-        weights = save_weights(program.bound, os.path.join(directory, WEIGHTS))
+        # Weights left on disk (a checkpoint's, a loaded artifact's) are copied a tensor at a time.
+        weights = save_weights(program.bound, os.path.join(directory, WEIGHTS), parts.weights_on_disk)
         manifest = _manifest(parts, signature, weights)
         with open(os.path.join(directory, MANIFEST), "w", encoding="utf-8") as handle:
             json.dump(manifest, handle, indent=2)

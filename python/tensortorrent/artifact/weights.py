@@ -5,13 +5,15 @@ from __future__ import annotations
 import ctypes
 import json
 import struct
+from collections.abc import Callable
 from typing import Any
 
 import torch
 
 from .. import _core
 from ..capture.program import BoundTensor
-from ..errors import ArtifactError, UnsupportedError
+from ..errors import ArtifactError, StorageError, UnsupportedError
+from ..planning.lowering import WeightRange, WeightsOnDisk
 
 # Where a tensor's bytes start decides which BLAS kernel torch picks, and kernels round
 # differently: a loaded weight must be as aligned as torch's own allocations (64 bytes)
@@ -37,33 +39,75 @@ SAFETENSORS_DTYPES = {
 _DTYPE_NAMES = {dtype: name for name, dtype in SAFETENSORS_DTYPES.items()}
 
 
-def save_weights(bound: list[BoundTensor], path: str) -> list[dict[str, Any]]:
-    """Writes each bound tensor once (tied names share it); returns the manifest's entries."""
+def save_weights(bound: list[BoundTensor], path: str, on_disk: WeightsOnDisk | None = None) -> list[dict[str, Any]]:
+    """Writes each bound tensor once (tied names share it); returns the manifest's entries.
+
+    A bound tensor on the meta device has its bytes on disk (`on_disk`: a checkpoint's or
+    an artifact's file ranges): they are read when written, one tensor at a time, so that
+    saving holds at most the largest tensor in memory.
+    """
     tensors: dict[str, torch.Tensor] = {}
     storages: set[int] = set()
-    entries = []
+    slot_of: dict[str, int] = {}
     for tensor in bound:
-        value = tensor.tensor.detach().contiguous()
-        storage = value.untyped_storage().data_ptr()
-        # A view of another bound tensor is stored on its own (the format holds no aliases).
-        tensors[tensor.names[0]] = value.clone() if storage in storages else value
-        storages.add(storage)
-        entries.append(
-            {
-                "key": tensor.names[0],
-                "names": list(tensor.names),
-                "kind": tensor.kind,
-                "requires_grad": bool(tensor.tensor.requires_grad),
-                # Checked by every load of this tensor alone when it streams from disk.
-                "crc32c": tensor_crc32c(value),
-            }
-        )
-    write_safetensors(tensors, path)
-    return entries
+        value = tensor.tensor.detach()
+        if value.is_meta:
+            if on_disk is None or tensor.slot not in on_disk.ranges:
+                raise ArtifactError(f"weights: {tensor.names[0]!r} has no value in memory nor on disk to save")
+            slot_of[tensor.names[0]] = tensor.slot
+        else:
+            value = value.contiguous()
+            storage = value.untyped_storage().data_ptr()
+            # A view of another bound tensor is stored on its own (the format holds no aliases).
+            value = value.clone() if storage in storages else value
+            storages.add(storage)
+        tensors[tensor.names[0]] = value
+    checksums: dict[str, int] = {}
+
+    def bytes_of(key: str) -> torch.Tensor:
+        value = tensors[key]
+        if key in slot_of:
+            value = read_range(on_disk, on_disk.ranges[slot_of[key]], key)
+        # Checked by every load of this tensor alone when it streams from disk.
+        checksums[key] = tensor_crc32c(value)
+        return value
+
+    write_safetensors(tensors, path, bytes_of)
+    return [
+        {
+            "key": tensor.names[0],
+            "names": list(tensor.names),
+            "kind": tensor.kind,
+            "requires_grad": bool(tensor.tensor.requires_grad),
+            "crc32c": checksums[tensor.names[0]],
+        }
+        for tensor in bound
+    ]
 
 
-def write_safetensors(tensors: dict[str, torch.Tensor], path: str) -> None:
-    """Writes `tensors` (contiguous, on the CPU) as a safetensors file whose data section
+def read_range(on_disk: WeightsOnDisk, place: WeightRange, name: str) -> torch.Tensor:
+    """A file range's bytes as a tensor of its dtype and shape, checked against its CRC-32C
+    where one is recorded (StorageError naming the file otherwise)."""
+    path = on_disk.path_of(place)
+    raw = torch.empty(place.nbytes, dtype=torch.uint8)
+    with open(path, "rb", buffering=0) as handle:
+        handle.seek(place.offset)
+        view, filled = memoryview(raw.numpy()), 0
+        while filled < place.nbytes:
+            count = handle.readinto(view[filled:])
+            if not count:
+                raise StorageError(f"{path}: ends at byte {place.offset + filled}, {name!r} needs {place.nbytes} bytes")
+            filled += count
+    if place.crc32c >= 0 and _core.crc32c(raw) != place.crc32c:
+        raise StorageError(f"{path}: {name!r} at byte {place.offset} fails its CRC-32C: the file changed")
+    return raw.view(place.dtype).reshape(place.shape)
+
+
+def write_safetensors(
+    tensors: dict[str, torch.Tensor], path: str, bytes_of: Callable[[str], torch.Tensor] | None = None
+) -> None:
+    """Writes `tensors` (contiguous, on the CPU; or placeholders of their dtypes and shapes
+    when `bytes_of(key)` gives each one's value as it is written) as a safetensors file whose data section
     starts at a multiple of DIRECT_ALIGNMENT and whose tensors start at multiples of
     DIRECT_ALIGNMENT, else of ALIGNMENT, where the format allows.
 
@@ -93,7 +137,7 @@ def write_safetensors(tensors: dict[str, torch.Tensor], path: str) -> None:
     with open(path, "wb") as handle:
         handle.write(struct.pack("<Q", len(text)) + text)
         for key in order:
-            value = tensors[key]
+            value = bytes_of(key) if bytes_of is not None else tensors[key]
             if _nbytes(value):
                 # The tensor's own bytes, without a copy.
                 handle.write((ctypes.c_char * _nbytes(value)).from_address(value.data_ptr()))

@@ -23,6 +23,7 @@ from ..observe.explain import explain
 from ..partition import Region
 from ..planning import ExecutionPlan
 from ..planning.costs import RegionCost, measure_cpu_seconds, region_costs
+from ..planning.lowering import WeightsOnDisk
 from ..planning.plan import usable_cores
 from ..planning.profile_cache import PROFILES
 from ..planning.streaming import in_memory_plan
@@ -42,7 +43,7 @@ class ArtifactParts:
     config: CompileConfig
     regions: tuple[Region, ...]
     region_costs: tuple[RegionCost, ...]
-    weights_in_memory: bool  # False: the bound tensors are placeholders of weights left on disk
+    weights_on_disk: WeightsOnDisk | None  # where the bytes of bound tensors on the meta device are
 
 
 # The artifact package registers its writer here, so this module never imports it.
@@ -283,7 +284,7 @@ class CompiledModule(nn.Module):
             config=self._config,
             regions=tuple(self._regions),
             region_costs=tuple(self._costs),
-            weights_in_memory=not any(b.tensor.is_meta for b in self._program.bound),
+            weights_on_disk=self._plane.weights if self._plane is not None else None,
         )
 
     def trace(self, path: str | os.PathLike) -> str:
