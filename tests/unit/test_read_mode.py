@@ -32,9 +32,12 @@ class Measured:
 def test_direct_reads_are_preferred_unless_buffered_ones_are_clearly_faster():
     close = [Measured("buffered", 8, 3.0), Measured("direct", 4, 2.4), Measured("direct", 8, 2.3)]
     best, reason = streamed_weights.preferred_read_mode(close)
-    assert (best.mode, best.threads) == ("direct", 4) and "within 25% of the fastest" in reason
+    assert (best.mode, best.threads) == ("direct", 8) and "within 25% of the fastest" in reason
     clearly = [Measured("buffered", 8, 3.0), Measured("direct", 4, 2.2)]
     assert streamed_weights.preferred_read_mode(clearly)[0].mode == "buffered"
+    deeper = [Measured("direct", 2, 1.64), Measured("direct", 4, 1.55), Measured("direct", 8, 1.30)]
+    best, reason = streamed_weights.preferred_read_mode(deeper)
+    assert best.threads == 4 and "4 threads, within 10% of 2" in reason
     refused = [Measured("buffered", 2, 1.0), Measured("direct", 2, 0.0, measured=False)]
     best, reason = streamed_weights.preferred_read_mode(refused)
     assert best.mode == "buffered" and "fastest of 1 measured" in reason

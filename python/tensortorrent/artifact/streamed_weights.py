@@ -29,6 +29,7 @@ log = logging.getLogger(__name__)
 CALIBRATION_BYTES = 128 << 20  # read per candidate and round when choosing how to read a weights file
 CALIBRATION_ROUNDS = 3  # a shared disk drifts between reads: judge each candidate by its median
 DIRECT_PREFERENCE = 0.75  # O_DIRECT wins unless buffered reads are faster than this by more
+DEPTH_TOLERANCE = 0.9  # more threads win unless their reads are slower than this by more
 QUICK_SAMPLE_BYTES = 4 << 20  # read once for a speed estimate where little streams (small: it counts in RSS)
 READ_CANDIDATES = [(mode, threads, 16 << 20) for mode in ("buffered", "direct") for threads in (2, 4, 8)]
 
@@ -55,18 +56,30 @@ def preferred_read_mode(results) -> tuple[object, str]:
     """The measured candidate to read with, and why: the fastest median, but O_DIRECT when
     its best is within DIRECT_PREFERENCE of a faster buffered read. Buffered reads copy
     every byte out of the page cache on a CPU that streaming needs for compute (and fill a
-    page cache that counts against a container's memory); the calibration runs alone."""
+    page cache that counts against a container's memory); the calibration runs alone.
+    Within the mode, the most threads whose median is within DEPTH_TOLERANCE of its best:
+    a short calibration read undersells deep queues, which streaming keeps busy."""
     measured = [r for r in results if r.measured]
     fastest = max(measured, key=lambda r: r.gigabytes_per_second)
     direct = max((r for r in measured if r.mode == "direct"), key=lambda r: r.gigabytes_per_second, default=None)
     runs = f"median of {CALIBRATION_ROUNDS} rounds"
+    reason = f"the fastest of {len(measured)} measured ({runs}): {fastest.mode}"
     if fastest.mode != "direct" and direct is not None:
         if direct.gigabytes_per_second >= DIRECT_PREFERENCE * fastest.gigabytes_per_second:
-            return direct, (
+            reason = (
                 f"direct: within {1 - DIRECT_PREFERENCE:.0%} of the fastest, buffered at "
                 f"{fastest.gigabytes_per_second:.2f} GB/s ({runs}), and free of page-cache copies"
             )
-    return fastest, f"the fastest of {len(measured)} measured ({runs}): {fastest.mode}"
+            fastest = direct
+    close = [
+        r
+        for r in measured
+        if r.mode == fastest.mode and r.gigabytes_per_second >= DEPTH_TOLERANCE * fastest.gigabytes_per_second
+    ]
+    deepest = max(close, key=lambda r: (r.threads, r.gigabytes_per_second))
+    if deepest is not fastest:
+        reason += f"; {deepest.threads} threads, within {1 - DEPTH_TOLERANCE:.0%} of {fastest.threads}"
+    return deepest, reason
 
 
 def choose_read_mode(path: str, streamed_bytes: int, depth: int | None, budget_bytes: int | None = None) -> ReadMode:
