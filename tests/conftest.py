@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 import time
 
@@ -9,6 +12,18 @@ import pytest
 import torch
 
 import tensortorrent as tt
+
+
+def rss_growth(child_source: str, *args: object) -> int:
+    """Runs `child_source` in a fresh interpreter (without our PYTHONPATH) with `args`; it
+    prints its baseline and its peak RSS; returns how far the peak rose above the baseline."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    result = subprocess.run(
+        [sys.executable, "-c", child_source, *map(str, args)], capture_output=True, text=True, env=env
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    baseline, peak = (int(v) for v in result.stdout.split())
+    return peak - baseline
 
 
 def eager_outputs(model: torch.nn.Module, args: tuple, kwargs: dict | None = None):

@@ -77,6 +77,7 @@ def compile(
     # Accelerators are probed only for a plan that may use one: probing creates CUDA contexts.
     budgets = resolve_budgets(config, devices=discover_devices(accelerators=names_accelerator(devices)))
     model = check_model(compose(model, args, kwargs) if isinstance(model, ModuleGraph) else model)
+    model_name = "ExportedProgram" if exported is not None else type(model).__qualname__
     check_weights_present(model)
     # A RAM budget given that the weights exceed: they stream from the weights cache, and
     # the streaming program (not the placement) holds RAM to the budget.
@@ -116,7 +117,7 @@ def compile(
             compiled = CompiledModule(
                 model=model,
                 runs_model_forward=True,
-                model_name="ExportedProgram" if exported is not None else type(model).__qualname__,
+                model_name=model_name,
                 signature=signature,
                 program=program,
                 regions=regions,
@@ -129,7 +130,7 @@ def compile(
             )
     log.info(
         "compiled %s: %d region(s) on %s, direct path %s, predicted %.3f ms per call",
-        type(model).__qualname__,
+        model_name,
         len(regions),
         ", ".join(sorted(set(plan.devices))),
         "taken" if plan.direct else "not taken",

@@ -27,7 +27,6 @@ from .hardware import resolve_budgets
 from .observe.progress import CompileProgress
 from .partition import layer_paths, parameter_owners, partition
 from .planning import build_plan
-from .planning.costs import region_costs, roofline_seconds
 from .runtime import CompiledModule
 from .storage.checkpoint import open_checkpoint
 from .storage.checkpoint_weights import weights_in_checkpoint
@@ -99,13 +98,12 @@ def compile_from_checkpoint(
             streamed = stream_weights(
                 program, regions, weights, config, plan.max_concurrent, verify=False, budget_bytes=budgets.ram.amount
             )
-    costs = region_costs(regions)
     log.info(
-        "compiled %s from %d checkpoint file(s): %d region(s), roofline %.3f ms of compute per call",
+        "compiled %s from %d checkpoint file(s): %d region(s), predicted %.3f ms per call",
         model_name,
         len(files.files),
         len(regions),
-        sum(roofline_seconds(region, cost) for region, cost in zip(regions, costs)) * 1e3,
+        streamed.predicted_s() * 1e3,
     )
     return CompiledModule(
         model=model,

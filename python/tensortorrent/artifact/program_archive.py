@@ -10,7 +10,7 @@ import zipfile
 
 import torch
 
-from ..capture.export import with_tensors
+from ..capture.export import meta_like, with_tensors
 from ..errors import UnsafeArtifactError
 
 # Entries a weightless archive may hold (below its top folder). Anything else (pickled
@@ -40,11 +40,10 @@ def program_bytes(exported: torch.export.ExportedProgram) -> bytes:
     return buffer.getvalue()
 
 
-def _meta_like(value: object) -> object:
+def _meta_like(value: object) -> torch.Tensor:
     if not isinstance(value, torch.Tensor):
         raise UnsafeArtifactError(f"the program holds a {type(value).__name__} constant, which cannot be saved safely")
-    meta = torch.empty_strided(value.shape, value.stride(), dtype=value.dtype, device="meta")
-    return torch.nn.Parameter(meta, value.requires_grad) if isinstance(value, torch.nn.Parameter) else meta
+    return meta_like(value)
 
 
 def check_safe(data: bytes | bytearray | memoryview, name: str) -> None:

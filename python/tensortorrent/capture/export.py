@@ -99,5 +99,11 @@ def with_tensors(
     )
 
 
+def meta_like(value: torch.Tensor) -> torch.Tensor:
+    """A tensor of `value`'s shape, strides and dtype holding no data (a Parameter stays one)."""
+    meta = torch.empty_strided(value.shape, value.stride(), dtype=value.dtype, device="meta")
+    return nn.Parameter(meta, value.requires_grad) if isinstance(value, nn.Parameter) else meta
+
+
 # Looked up softly: older torch releases do not emit (or define) this op.
 _ASSERT_METADATA = getattr(getattr(torch.ops.aten, "_assert_tensor_metadata", None), "default", None)

@@ -21,7 +21,7 @@ from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 from torch.utils._pytree import tree_map
 
 from ..errors import CaptureError, CheckpointError
-from .export import capture_model, functional_program, with_tensors
+from .export import capture_model, functional_program, meta_like, with_tensors
 
 
 def capture_weightless(model: nn.Module, args: tuple, kwargs: dict) -> torch.export.ExportedProgram:
@@ -75,9 +75,7 @@ def weightless(
         if not isinstance(value, torch.Tensor):
             raise CaptureError(f"the exported program holds a {type(value).__name__} constant {name!r}")
         if id(value) not in metas:
-            empty = torch.empty_strided(value.shape, value.stride(), dtype=value.dtype, device="meta")
-            is_parameter = isinstance(value, nn.Parameter)
-            metas[id(value)] = nn.Parameter(empty, value.requires_grad) if is_parameter else empty
+            metas[id(value)] = meta_like(value)
         return metas[id(value)]
 
     return with_tensors(
