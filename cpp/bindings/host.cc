@@ -62,7 +62,7 @@ std::string repr(const HostProbe& h) {
 
 std::string repr(const DiskSpace& d) {
   return "DiskSpace(free_bytes=" + std::to_string(d.free_bytes) + ", total_bytes=" +
-         std::to_string(d.total_bytes) + ")";
+         std::to_string(d.total_bytes) + ", in_memory=" + (d.in_memory ? "True" : "False") + ")";
 }
 
 std::string repr(const ReadBandwidth& r) {
@@ -117,7 +117,9 @@ void bind_host(nb::module_& m) {
   add_repr(host);
 
   nb::class_<DiskSpace> disk(m, "DiskSpace");
-  disk.def_ro("free_bytes", &DiskSpace::free_bytes).def_ro("total_bytes", &DiskSpace::total_bytes);
+  disk.def_ro("free_bytes", &DiskSpace::free_bytes)
+      .def_ro("total_bytes", &DiskSpace::total_bytes)
+      .def_ro("in_memory", &DiskSpace::in_memory);
   add_repr(disk);
 
   nb::class_<ReadBandwidth> bandwidth(m, "ReadBandwidth");

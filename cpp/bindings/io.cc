@@ -144,12 +144,15 @@ void bind_io(nb::module_& m) {
     return digest_to_hex(sha256(bytes, size));
   }, "data"_a, "Lower-case hex SHA-256 of bytes, as hashlib.sha256(data).hexdigest().");
 
-  m.def("crc32c", [](nb::ndarray<const std::uint8_t, nb::ndim<1>, nb::c_contig, nb::device::cpu> data) {
+  m.def("crc32c", [](nb::ndarray<const std::uint8_t, nb::ndim<1>, nb::c_contig, nb::device::cpu> data,
+                     std::uint32_t crc) {
     const auto* bytes = data.data();
     const std::size_t size = data.size();
     nb::gil_scoped_release release;  // the array is referenced for the whole call
-    return crc32c(bytes, size);
-  }, "data"_a, "CRC-32C of a contiguous uint8 array (a torch tensor or numpy array viewed as bytes).");
+    return crc32c(bytes, size, crc);
+  }, "data"_a, "crc"_a = 0,
+        "CRC-32C of a contiguous uint8 array (a torch tensor or numpy array viewed as bytes), continuing "
+        "from `crc` (the CRC-32C of the bytes before it; 0 to start).");
 
   m.def("measure_read_modes",
         [](const std::string& path, std::uint64_t bytes_to_read,

@@ -86,6 +86,8 @@ def compile(
     plan_machine = resolve_machine(devices, check_machine(machine), UNBOUNDED if streaming else budgets.ram.amount)
     if streaming and not plan_machine.is_cpu_only:
         raise UnsupportedError("tt.compile: streaming weights from disk runs on the CPU only today; use devices='cpu'")
+    if config.activation_budget_bytes is not None and not plan_machine.is_cpu_only:
+        raise UnsupportedError("tt.compile: activations spill from CPU regions only today; use devices='cpu'")
     if not streaming:
         check_fits(weight_bytes(model), budgets, streaming_refused=over_budget)  # before export: the heavy work
 

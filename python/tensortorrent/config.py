@@ -31,7 +31,14 @@ class CompileConfig:
         them from cgroup limits, then from the operating system (tensortorrent doctor
         shows the result and where it came from).
     cpu_budget: CPU cores to use; None means the cgroup quota, else the affinity mask.
-    spill_dir: where spilled or cached data goes; None means ~/.cache/tensortorrent.
+    spill_dir: where spilled or cached data goes; None means TT_SPILL_DIR where set, else
+        ~/.cache/tensortorrent.
+    activation_budget_bytes: the most bytes of activations (region outputs) a call keeps in
+        RAM at once; those beyond it are written to a spill file and read back before they
+        are used (both on the I/O engine, while other regions compute). None: no limit
+        but the RAM budget.
+    allow_tmpfs_spill: spill into a directory held in RAM (tmpfs, ramfs) all the same;
+        False refuses one, since spilling there saves no RAM.
     objective: what the planner optimises, a tt.Objective or its name (default LATENCY;
         see tt.Objective).
     objective_weights: with Objective.WEIGHTED only, the weight of each measure, e.g.
@@ -62,11 +69,14 @@ class CompileConfig:
     prefetch_distance: int | None = None
     io_queue_depth: int | None = None
     allow_disk_streaming: bool = True
+    activation_budget_bytes: int | None = None
+    allow_tmpfs_spill: bool = False
 
     def __post_init__(self) -> None:
         _check_int("max_region_nodes", self.max_region_nodes, minimum=1)
         _check_bool("prefer_direct_path", self.prefer_direct_path)
         _check_bool("allow_disk_streaming", self.allow_disk_streaming)
+        _check_bool("allow_tmpfs_spill", self.allow_tmpfs_spill)
         _check_positive_seconds("stall_timeout_s", self.stall_timeout_s)
         for name in (
             "max_concurrent_regions",
@@ -74,6 +84,7 @@ class CompileConfig:
             "vram_budget_bytes",
             "disk_budget_bytes",
             "cpu_budget",
+            "activation_budget_bytes",
         ):
             if getattr(self, name) is not None:
                 _check_int(name, getattr(self, name), minimum=1)

@@ -27,6 +27,13 @@ def write_text_atomically(path: str | os.PathLike, text: str) -> str:
     return path
 
 
+def nearest_existing(path: str) -> str:
+    """`path`, or its closest ancestor that exists (a folder not created yet)."""
+    while not os.path.exists(path):
+        path = os.path.dirname(path)
+    return path
+
+
 def drop_page_cache(path: str | os.PathLike) -> None:
     """Evicts the file's pages from the page cache, so that the next read of it comes from
     the device (dirty pages cannot be dropped: they are written back first). Pages that a

@@ -29,7 +29,7 @@ from .partition import layer_paths, parameter_owners, partition
 from .planning import build_plan
 from .runtime import CompiledModule
 from .storage.checkpoint import open_checkpoint
-from .storage.checkpoint_weights import weights_in_checkpoint
+from .storage.checkpoint_weights import weights_in_checkpoint, with_checksums
 from .storage.name_matching import describe_files
 
 log = logging.getLogger(__name__)
@@ -95,6 +95,7 @@ def compile_from_checkpoint(
         with progress.stage("plan"):
             plan = build_plan(regions, config, cpus=budgets.cpus.amount)
         with progress.stage("stream"):
+            weights = with_checksums(weights, budgets.ram.amount)
             streamed = stream_weights(
                 program, regions, weights, config, plan.max_concurrent, verify=False, budget_bytes=budgets.ram.amount
             )

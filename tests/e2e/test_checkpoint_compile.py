@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import textwrap
 
 import pytest
@@ -13,60 +14,7 @@ from torch import nn
 
 import tensortorrent as tt
 from conftest import eager_outputs, rss_growth
-
-VOCAB = 128
-
-
-def gpt2_config():
-    config = dict(n_layer=2, n_embd=64, n_head=4, n_positions=32, use_cache=False, bos_token_id=0, eos_token_id=0)
-    return transformers.GPT2Config(vocab_size=VOCAB, **config)
-
-
-DECODER = dict(
-    num_hidden_layers=2,
-    hidden_size=64,
-    intermediate_size=128,
-    num_attention_heads=4,
-    num_key_value_heads=2,
-    vocab_size=VOCAB,
-    max_position_embeddings=32,
-    use_cache=False,
-)
-
-
-def llama_config():
-    return transformers.LlamaConfig(**DECODER)
-
-
-def qwen3_config():
-    return transformers.Qwen3Config(head_dim=16, **DECODER)
-
-
-MODELS = {
-    "gpt2": (transformers.GPT2LMHeadModel, gpt2_config),
-    "llama": (transformers.LlamaForCausalLM, llama_config),
-    "qwen3": (transformers.Qwen3ForCausalLM, qwen3_config),
-}
-
-
-def saved_model(name: str, directory, sharded: bool):
-    """A model with random weights, saved as Hugging Face saves it (tied weights once; with
-    `sharded`, an index over several files); returns it in eval mode."""
-    torch.manual_seed(0)
-    cls, config = MODELS[name]
-    model = cls(config()).eval()
-    model.save_pretrained(directory, max_shard_size="60KB" if sharded else "10GB")
-    return model
-
-
-def meta_model(name: str) -> nn.Module:
-    cls, config = MODELS[name]
-    with torch.device("meta"):
-        return cls(config())
-
-
-def logits(output) -> torch.Tensor:
-    return output["logits"] if isinstance(output, dict) else output.logits
+from tiny_transformers import DECODER, MODELS, VOCAB, gpt2_config, llama_config, logits, meta_model, saved_model
 
 
 def weight_bytes(model: nn.Module) -> int:
@@ -240,6 +188,30 @@ def test_saving_fails_cleanly_when_the_checkpoint_lost_bytes_since_compile(tmp_p
     with pytest.raises(tt.StorageError, match="model.safetensors: ends at byte"):
         compiled.save(tmp_path / "artifact")
     assert not (tmp_path / "artifact").exists() and not any(p.name.startswith(".") for p in tmp_path.iterdir())
+
+
+def test_a_checkpoint_changed_after_compile_fails_the_call_until_it_is_good_again(tmp_path):
+    eager = saved_model("llama", tmp_path, sharded=True)
+    ids = torch.randint(0, VOCAB, (1, 8))
+    budget = tt.CompileConfig(ram_budget_bytes=weight_bytes(eager) // 2)
+    compiled = tt.compile(meta_model("llama"), (ids,), checkpoint=tmp_path, config=budget)
+    expected = logits(eager_outputs(eager, (ids,)))
+    torch.testing.assert_close(logits(compiled(ids)), expected)
+    plane = compiled._plane
+    streamed = next(iter(plane.plan.streamed.values()))[0]  # a weight read on every call
+    place = plane.weights.ranges[streamed.slot]
+    path, offset = plane.weights.path_of(place), place.offset + place.nbytes // 2
+    with open(path, "r+b") as file:  # changed in place: same size, other bytes
+        file.seek(offset)
+        good = file.read(1)
+        file.seek(offset)
+        file.write(bytes([good[0] ^ 0xFF]))
+    with pytest.raises(tt.StorageError, match=re.escape(os.path.basename(path)) + ".*fail their crc32c"):
+        compiled(ids)
+    with open(path, "r+b") as file:
+        file.seek(offset)
+        file.write(good)
+    torch.testing.assert_close(logits(compiled(ids)), expected)
 
 
 def test_loads_of_unaligned_checkpoint_tensors_go_past_the_page_cache(tmp_path):

@@ -25,6 +25,8 @@ from tensortorrent.config import env_flag
         ("prefetch_distance", 1.0),
         ("io_queue_depth", "4"),
         ("allow_disk_streaming", 1),
+        ("activation_budget_bytes", 1.5e6),
+        ("allow_tmpfs_spill", "yes"),
     ],
 )
 def test_wrong_type_raises_type_error_naming_the_field(field, value):
@@ -49,6 +51,7 @@ def test_wrong_type_raises_type_error_naming_the_field(field, value):
         ("spill_dir", ""),
         ("prefetch_distance", -1),
         ("io_queue_depth", 0),
+        ("activation_budget_bytes", 0),
     ],
 )
 def test_wrong_value_raises_value_error_naming_the_field(field, value):
@@ -74,6 +77,8 @@ def test_valid_config_keeps_its_values():
         "prefetch_distance": None,
         "io_queue_depth": None,
         "allow_disk_streaming": True,
+        "activation_budget_bytes": None,
+        "allow_tmpfs_spill": False,
     }
 
 

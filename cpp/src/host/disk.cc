@@ -1,7 +1,9 @@
-// Filesystem space (statvfs) and sequential read bandwidth measured with a temporary file.
+// Filesystem space and kind (statvfs, statfs) and sequential read bandwidth measured with a temporary file.
 #include "tt/host/disk.h"
 
 #include <fcntl.h>
+#include <linux/magic.h>
+#include <sys/statfs.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
@@ -96,6 +98,9 @@ DiskSpace probe_disk(const std::string& path) {
   // f_bavail, not f_bfree: the root-reserved blocks are not available to this process.
   space.free_bytes = static_cast<std::int64_t>(info.f_bavail) * static_cast<std::int64_t>(info.f_frsize);
   space.total_bytes = static_cast<std::int64_t>(info.f_blocks) * static_cast<std::int64_t>(info.f_frsize);
+  struct statfs kind {};
+  if (::statfs(path.c_str(), &kind) != 0) throw_io("statfs", path, errno);
+  space.in_memory = kind.f_type == TMPFS_MAGIC || kind.f_type == RAMFS_MAGIC;
   return space;
 }
 

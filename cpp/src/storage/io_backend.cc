@@ -78,6 +78,13 @@ ssize_t PosixIoBackend::pwrite(int handle, const void* source, std::size_t lengt
   return wrote >= 0 ? wrote : -errno;
 }
 
+int PosixIoBackend::truncate(int handle) noexcept {
+  for (;;) {
+    if (::ftruncate(handle, 0) == 0) return 0;
+    if (errno != EINTR) return -errno;
+  }
+}
+
 void PosixIoBackend::close(int handle) noexcept { ::close(handle); }
 
 std::uint64_t PosixIoBackend::file_size(int handle) {

@@ -20,7 +20,15 @@ SpillFilePool::SpillFilePool(std::shared_ptr<IoBackend> backend, std::string dir
 }
 
 std::shared_ptr<SpillFile> SpillFilePool::acquire() {
-  return pool_.acquire([this] { return std::make_unique<SpillFile>(backend_, directory_); });
+  std::shared_ptr<SpillFile> pooled = pool_.acquire([this] { return std::make_unique<SpillFile>(backend_, directory_); });
+  SpillFile* file = pooled.get();
+  // The caller's handle empties the file before the pooled one returns it to the shelf.
+  return std::shared_ptr<SpillFile>(file, [pooled = std::move(pooled)](SpillFile* returned) mutable {
+    // ftruncate of a file this process owns fails only on a broken filesystem; its bytes
+    // then stay until the pool closes it, and the next call overwrites what it reads.
+    (void)returned->empty();
+    pooled.reset();
+  });
 }
 
 }  // namespace tt

@@ -22,6 +22,12 @@ TEST(DiskTest, ReportsSpaceOfATemporaryDirectory) {
   EXPECT_LE(space.free_bytes, space.total_bytes);
 }
 
+TEST(DiskTest, TellsAFilesystemInMemoryFromOthers) {
+  EXPECT_FALSE(probe_disk("/proc").in_memory);  // procfs: neither tmpfs nor ramfs
+  if (!std::filesystem::is_directory("/dev/shm")) GTEST_SKIP() << "no /dev/shm";
+  EXPECT_TRUE(probe_disk("/dev/shm").in_memory);  // tmpfs wherever it exists
+}
+
 TEST(DiskTest, MissingPathIsAnIoErrorNamingIt) {
   FakeTree tree;
   try {

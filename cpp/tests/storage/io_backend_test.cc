@@ -137,6 +137,7 @@ class CountingBackend final : public IoBackend {
   ssize_t pwrite(int, const void*, std::size_t length, std::uint64_t) noexcept override {
     return static_cast<ssize_t>(length);
   }
+  int truncate(int) noexcept override { return 0; }
   void close(int) noexcept override {}
   std::uint64_t file_size(int) override { return 1 << 20; }
 };

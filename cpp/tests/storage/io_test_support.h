@@ -149,6 +149,7 @@ class Gate {
 class BlockingBackend final : public IoBackend {
  public:
   int open(const std::string& path, bool direct) override { return posix_.open(path, direct); }
+  int truncate(int handle) noexcept override { return posix_.truncate(handle); }
   void close(int handle) noexcept override { posix_.close(handle); }
   std::uint64_t file_size(int handle) override { return posix_.file_size(handle); }
   int open_for_spill(const std::string& directory) override { return posix_.open_for_spill(directory); }
@@ -194,6 +195,7 @@ class LongerFileBackend final : public IoBackend {
  public:
   explicit LongerFileBackend(std::uint64_t extra) : extra_(extra) {}
   int open(const std::string& path, bool direct) override { return posix_.open(path, direct); }
+  int truncate(int handle) noexcept override { return posix_.truncate(handle); }
   void close(int handle) noexcept override { posix_.close(handle); }
   std::uint64_t file_size(int handle) override { return posix_.file_size(handle) + extra_; }
   ssize_t pread(int handle, void* destination, std::size_t length, std::uint64_t offset) noexcept override {

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <filesystem>
+#include <vector>
 
 #include "io_test_support.h"
 #include "tt/common/error.h"
@@ -28,6 +29,10 @@ class OpenCountingBackend final : public IoBackend {
   ssize_t pwrite(int handle, const void* source, std::size_t length, std::uint64_t offset) noexcept override {
     return posix_.pwrite(handle, source, length, offset);
   }
+  int truncate(int handle) noexcept override {
+    ++truncated_;
+    return posix_.truncate(handle);
+  }
   void close(int handle) noexcept override {
     --open_;
     posix_.close(handle);
@@ -35,10 +40,12 @@ class OpenCountingBackend final : public IoBackend {
   std::uint64_t file_size(int handle) override { return posix_.file_size(handle); }
 
   int open_now() const { return open_.load(); }
+  int truncated() const { return truncated_.load(); }
 
  private:
   PosixIoBackend posix_;
   std::atomic<int> open_{0};
+  std::atomic<int> truncated_{0};
 };
 
 TEST(SpillFilePoolTest, ReusesAFileAndNeverHandsOutOneInUse) {
@@ -69,6 +76,22 @@ TEST(SpillFilePoolTest, FilesCloseWithThePoolOrWithTheirLastHandle) {
   held.reset();
   EXPECT_EQ(backend->open_now(), 0);
   EXPECT_TRUE(std::filesystem::is_empty(dir.root()));
+}
+
+TEST(SpillFilePoolTest, AFileComesBackEmpty) {
+  test::TempDir dir;
+  auto backend = std::make_shared<OpenCountingBackend>();
+  SpillFilePool pool(backend, dir.root());
+  auto file = pool.acquire();
+  const std::vector<char> bytes(1 << 16, 3);
+  ASSERT_EQ(backend->pwrite(file->handle(), bytes.data(), bytes.size(), 0), static_cast<ssize_t>(bytes.size()));
+  EXPECT_EQ(backend->file_size(file->handle()), bytes.size());
+  const int handle = file->handle();
+  file.reset();
+  EXPECT_EQ(backend->truncated(), 1);
+  auto again = pool.acquire();
+  EXPECT_EQ(again->handle(), handle);
+  EXPECT_EQ(backend->file_size(again->handle()), 0u);
 }
 
 TEST(SpillFilePoolTest, AMissingDirectoryIsNotFoundAndAnEmptyOneIsRefused) {

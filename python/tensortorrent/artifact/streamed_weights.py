@@ -20,6 +20,7 @@ from ..planning.costs import region_costs, roofline_seconds
 from ..planning.streaming import WeightFile, WeightRange, WeightsOnDisk, plan_streaming, simulate_plan, with_io_depth
 from ..runtime.plane_program import PlaneProgram
 from ..runtime.program_runner import ProgramRunner
+from ..storage.spill_dir import spill_dir_for
 from ..storage.weights_cache import cache_directory, cache_weights
 from .integrity import chunk_digests
 from .weights import SAFETENSORS_DTYPES
@@ -188,7 +189,14 @@ def stream_weights(
     for distance in distances:
         try:
             candidate = plan_streaming(
-                runner, names, weights, budget, distance, cpu_slots, allow_streaming=config.allow_disk_streaming
+                runner,
+                names,
+                weights,
+                budget,
+                distance,
+                cpu_slots,
+                allow_streaming=config.allow_disk_streaming,
+                activation_budget=config.activation_budget_bytes,
             )
         except MemoryCapacityError as error:
             failure = error
@@ -198,7 +206,7 @@ def stream_weights(
         break
     if best is None:
         raise failure
-    plan = with_io_depth(best[0], runner, weights, cpu_slots, reads.threads, best[1])
+    plan = with_io_depth(best[0], runner, weights, cpu_slots, reads.threads, best[1], config.activation_budget_bytes)
     if verify:
         verify_weights(weights)
     io = _core.IoEngine(
@@ -207,7 +215,7 @@ def stream_weights(
     log.info("weights are read %s", reads.describe())
     if io.direct_fallback_reason:
         log.info("some reads go through the page cache: %s", io.direct_fallback_reason)
-    return PlaneProgram(runner, plan, weights, io, reads.describe())
+    return PlaneProgram(runner, plan, weights, io, reads.describe(), spill_dir_for(plan, config))
 
 
 def stream_from_cache(program, regions, config, budgets, cpu_slots: int) -> PlaneProgram:

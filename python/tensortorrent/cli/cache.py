@@ -14,7 +14,9 @@ def add_parser(commands) -> None:
     parser = commands.add_parser("cache", help="list or clear the weights cache of streamed compiles")
     parser.add_argument("action", choices=["list", "clear"])
     parser.add_argument(
-        "--spill-dir", default=None, help=f"the CompileConfig.spill_dir the compiles used (default {DEFAULT_SPILL_DIR})"
+        "--spill-dir",
+        default=None,
+        help=f"the spill_dir the compiles used (default: TT_SPILL_DIR, else {DEFAULT_SPILL_DIR})",
     )
     parser.set_defaults(run=run)
 

@@ -13,7 +13,7 @@ from .. import _core
 from ..config import CompileConfig
 from ..files import write_text_atomically
 from ..hardware import discover_devices, hardware_fingerprint, resolve_budgets
-from ..hardware.budgets import DEFAULT_SPILL_DIR
+from ..hardware.budgets import spill_root
 from ..hardware.devices import absent_kinds, measure_host_to_device_bandwidth
 from ..hardware.host import probe
 from ..observe.units import format_bytes
@@ -70,7 +70,7 @@ def _check(name: str, ok: bool, detail: str) -> dict[str, Any]:
 
 
 def _spill_disk(measure: bool, checks: list) -> dict[str, Any]:
-    path = DEFAULT_SPILL_DIR
+    path = spill_root(None)
     try:
         os.makedirs(path, exist_ok=True)
         space = _core.probe_disk(path)

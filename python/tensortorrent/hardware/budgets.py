@@ -16,12 +16,19 @@ from typing import Any
 
 from .. import _core
 from ..config import CompileConfig, env_int
+from ..files import nearest_existing
 from .devices import DeviceInfo, discover_devices
 from .host import probe
 
 RESERVE_FRACTION = 0.10
 RESERVE_CAP_BYTES = 2 << 30
 DEFAULT_SPILL_DIR = os.path.join(os.path.expanduser("~"), ".cache", "tensortorrent")
+
+
+def spill_root(spill_dir: str | None) -> str:
+    """Where spilled and cached data go: CompileConfig.spill_dir, else TT_SPILL_DIR, else
+    the cache directory."""
+    return spill_dir or os.environ.get("TT_SPILL_DIR") or DEFAULT_SPILL_DIR
 
 
 @dataclass(frozen=True)
@@ -56,7 +63,7 @@ def resolve_budgets(config: CompileConfig | None = None, host=None, devices: lis
     config = config or CompileConfig()
     host = host if host is not None else probe()
     devices = devices if devices is not None else discover_devices(accelerators=False)
-    spill_dir = config.spill_dir or DEFAULT_SPILL_DIR
+    spill_dir = spill_root(config.spill_dir)
     return Budgets(
         ram=_ram(config, host),
         disk=_disk(config, spill_dir),
@@ -127,9 +134,6 @@ def _disk(config: CompileConfig, spill_dir: str) -> Budget:
     explicit = _explicit("disk", config.disk_budget_bytes, "disk_budget_bytes", "TT_DISK_BUDGET_BYTES")
     if explicit:
         return explicit
-    existing = spill_dir
-    while not os.path.exists(existing):  # the directory is created on first use
-        existing = os.path.dirname(existing)
-    space = _core.probe_disk(existing)
+    space = _core.probe_disk(nearest_existing(spill_dir))  # the directory is created on first use
     raw = {"spill_dir": spill_dir, "free": space.free_bytes, "total": space.total_bytes}
     return _less_reserve("disk", space.free_bytes, "os", f"free space {space.free_bytes} bytes under {spill_dir}", raw)

@@ -12,20 +12,26 @@ Rules, in generation order (region by region, in topological order):
   computes, the streamed weights of the next `prefetch` streamed regions of the same
   queue are issued too, each waiting for the weights `prefetch` + 1 places back to be
   freed: at most prefetch + 1 regions' streamed weights are held per queue.
+- with an activation budget (CPU regions), the region outputs held in RAM stay within it:
+  before a region computes, its spilled inputs are `Reload`ed and what does not fit is
+  `Spill`ed to the spill file (the value needed furthest ahead first; a value already on
+  disk is just dropped); the next region's spilled inputs are reloaded then too where
+  they fit, so that their reads overlap this region's compute.
 - a value needed on another tier is copied once per tier, grouped by the instruction that
   made it; between two devices it goes through RAM. Model outputs and mutated buffers
   come back to RAM.
 - a virtual device and a link run their instructions one at a time, in generation order.
 - every transient buffer is freed right after its last reader in generation order (the
   Free waits for every reader, so it runs after the last one to finish).
-- a compute output that a Copy reads is written into the core's buffer, so the Copy runs
-  natively; other outputs are torch's tensors, planned and counted as torch-owned
+- a compute output that a Copy or a Spill reads is written into the core's buffer, so the
+  Copy or Spill runs natively; other outputs are torch's tensors, planned and counted as torch-owned
   buffers. Values without bytes (a Python scalar, an empty tensor) are carried by the
   Python side: their copies move nothing.
 """
 
 from __future__ import annotations
 
+import bisect
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -33,6 +39,8 @@ from dataclasses import dataclass, field, replace
 import torch
 
 from .. import _core
+from ..errors import MemoryCapacityError
+from ..observe.units import format_bytes
 from .machine import RAM, PlanMachine
 
 K = _core.InstructionKind
@@ -43,6 +51,11 @@ UNBOUNDED = 1 << 62  # bytes: a capacity that never binds
 # checkpoint's), so that the read's aligned middle skips the page cache (O_DIRECT).
 LOAD_ALIGNMENT = 4096
 CPU_QUEUE, IO_QUEUE = 0, 1
+
+
+class ActivationBudgetError(MemoryCapacityError):
+    """A region's own inputs and outputs exceed the activation budget: no choice of what
+    streams or stays resident makes room for them."""
 
 
 @dataclass(frozen=True)
@@ -117,6 +130,12 @@ class LoweredProgram:
     def streamed_bytes(self) -> int:
         return sum(w.nbytes for weights in self.streamed.values() for w in weights)
 
+    @property
+    def spilled_bytes(self) -> int:
+        """Bytes of activations one call writes to the spill file."""
+        program = self.program
+        return sum(program.buffers[i.writes[0]].bytes for i in program.schedule.instructions if i.kind == K.Spill)
+
     def rebuilt(
         self, capacities: Sequence[int] | None = None, predicted_us: Sequence[tuple[float, float]] | None = None
     ) -> LoweredProgram:
@@ -182,17 +201,19 @@ def lower(
     weights: WeightsOnDisk | None = None,
     streamed: frozenset[int] = frozenset(),
     io_depth: int = 1,
+    activation_budget: int | None = None,
 ) -> LoweredProgram:
     """The Program of placement `devices`/`resident` (per region) of `runner`'s regions on
     `machine`. compute_s[region][device]: a region's predicted seconds on each device.
     `capacities`: per tier (but disk) the most bytes the program may hold (default:
     unbounded, for ranking placements). With `weights`, the bound tensors are ranges of
     that file: the regions in `streamed` (CPU regions, their own weights) load theirs on
-    every call and the rest are loaded once. Raises MemoryCapacityError (from the core)
-    when the memory plan exceeds a capacity."""
-    return _Lowering(runner, region_names, machine, devices, resident, compute_s, prefetch, weights, streamed).run(
-        cpu_slots, io_depth, capacities
-    )
+    every call and the rest are loaded once. `activation_budget`: the most bytes of region
+    outputs held in RAM at once (CPU regions), the rest spilled. Raises
+    MemoryCapacityError when the memory plan exceeds a capacity (from the core) or a
+    region's own inputs and outputs exceed the activation budget."""
+    lowering = _Lowering(runner, region_names, machine, devices, resident, compute_s, prefetch, weights, streamed)
+    return lowering.with_activation_budget(activation_budget).run(cpu_slots, io_depth, capacities)
 
 
 @dataclass
@@ -218,7 +239,7 @@ class _Lowering:
         if weights is not None and any(self.virtual):
             raise AssertionError("weights stream from disk on the CPU only")
         self.streamed_from_disk = sorted(r for r in streamed if not self.virtual[r])
-        self.disk_tier = len(machine.tier_names) if weights is not None else None
+        self.disk_tier = len(machine.tier_names) if weights is not None else None  # also where spills go
         self.buffers: list[dict] = []
         self.ops: list[_Op] = []
         self.producer: dict[int, int] = {}  # buffer -> op that writes it
@@ -235,6 +256,19 @@ class _Lowering:
         self.disk_resident: dict[int, int] = {}
         self.disk_streamed: dict[int, list[StreamedWeight]] = {}
         self.loaded_slot: dict[int, int] = {}  # buffer a Load writes -> the bound slot it holds
+        self.activation_budget: int | None = None
+        self.uses: dict[int, list[int]] = {}  # activation slot -> the regions that read it, in order
+        self.returned: set[int] = set()  # slots the model returns or writes back
+        self.spilled: dict[int, int] = {}  # slot -> its buffer in the spill file
+        self.in_ram: set[int] = set()  # activations whose value is in RAM now (in generation order)
+
+    def with_activation_budget(self, budget: int | None) -> _Lowering:
+        if budget is not None:
+            if any(self.virtual):
+                raise AssertionError("activations spill from CPU regions only")
+            self.activation_budget = budget
+            self.disk_tier = len(self.machine.tier_names)
+        return self
 
     # Building blocks -------------------------------------------------------------------
 
@@ -301,6 +335,11 @@ class _Lowering:
                 found[slot] = self.on_tier[(slot, tier)]
             else:
                 missing.append(slot)
+        if tier == RAM:
+            for slot in [s for s in missing if s in self.spilled]:
+                self.reload(slot)
+                found[slot] = self.on_tier[(slot, RAM)]
+                missing.remove(slot)
         if not missing:
             return found
         through_ram = [s for s in missing if tier != RAM and (s, RAM) not in self.on_tier]
@@ -412,6 +451,95 @@ class _Lowering:
             loaded[slot] = target
         return loaded
 
+    # Activations spilled -----------------------------------------------------------------
+
+    def next_use(self, slot: int, region: int) -> int | None:
+        """The first region from `region` on that reads `slot`: the region count for a value
+        returned at the end; None when nothing reads it any more."""
+        later = bisect.bisect_left(self.uses[slot], region)
+        if later < len(self.uses[slot]):
+            return self.uses[slot][later]
+        return len(self.runner.kernels) if slot in self.returned else None
+
+    def make_room(self, region: int) -> None:
+        """Before `region` computes: its spilled inputs reloaded and the activations beyond
+        the budget spilled; the next region's spilled inputs reloaded too where they fit."""
+        kernels = self.runner.kernels
+        self.in_ram = {s for s in self.in_ram if self.next_use(s, region) is not None}
+        needed = {s for s in kernels[region].in_slots if s in self.uses}
+        made = sum(self.size(s) for s in dict.fromkeys(kernels[region].out_slots))
+        if not self.fit(region, region, needed, made):
+            raise AssertionError(f"region {region}'s working set was checked to fit the activation budget")
+        for slot in sorted(needed - self.in_ram):
+            self.reload(slot)
+        if region + 1 < len(kernels):
+            ahead = {s for s in kernels[region + 1].in_slots if s in self.spilled and s not in self.in_ram}
+            if ahead and self.fit(region, region + 1, needed | ahead, made):
+                for slot in sorted(ahead):
+                    self.reload(slot)
+
+    def fit(self, region: int, horizon: int, keep: set[int], extra: int) -> bool:
+        """Spills activations first read after `horizon`, furthest first (Belady's rule),
+        until those in RAM with `keep` and `extra` bytes fit the budget; False, spilling
+        nothing, when they cannot."""
+        total = sum(self.size(s) for s in self.in_ram | keep) + extra
+        later = sorted(
+            (s for s in self.in_ram - keep if self.next_use(s, region) > horizon),
+            key=lambda s: (-self.next_use(s, region), s),
+        )
+        victims = []
+        for slot in later:
+            if total <= self.activation_budget:
+                break
+            victims.append(slot)
+            total -= self.size(slot)
+        if total > self.activation_budget:
+            return False
+        for slot in victims:
+            self.spill(slot)
+        return True
+
+    def spill(self, slot: int) -> None:
+        """Drops `slot`'s value from RAM, writing it to the spill file unless it is there already."""
+        source = self.on_tier.pop((slot, RAM))
+        self.in_ram.discard(slot)
+        if slot in self.spilled:
+            return
+        nbytes = self.size(slot)
+        target = self.buffer(self.disk_tier, None, LIFE.Transient, f"spilled {slot}", nbytes=nbytes)
+        self.emit(_Op(K.Spill, IO_QUEUE, [source], [target], {self.producer[source]}, f"spill {slot}", -1.0))
+        self.spilled[slot] = target
+
+    def reload(self, slot: int) -> None:
+        source = self.spilled[slot]
+        target = self.buffer(RAM, slot, LIFE.Transient, f"reloaded {slot}")
+        self.emit(_Op(K.Reload, IO_QUEUE, [source], [target], {self.producer[source]}, f"reload {slot}", -1.0))
+        self.in_ram.add(slot)
+
+    def track_activations(self) -> None:
+        """Which values count against the activation budget (region outputs with bytes),
+        and the regions that read each."""
+        runner = self.runner
+        self.uses = {s: [] for k in runner.kernels for s in k.out_slots if self.size(s) > 0}
+        for region, kernel in enumerate(runner.kernels):
+            for slot in dict.fromkeys(kernel.in_slots):
+                if slot in self.uses:
+                    self.uses[slot].append(region)
+        self.returned = {slot for slot, _ in runner.outputs if slot is not None} | {s for s, _ in runner.mutations}
+        working = [
+            sum(self.size(s) for s in dict.fromkeys(k.in_slots) if s in self.uses)
+            + sum(self.size(s) for s in dict.fromkeys(k.out_slots))
+            for k in runner.kernels
+        ]
+        largest = max(range(len(working)), key=working.__getitem__, default=None)
+        budget = self.activation_budget
+        if largest is not None and working[largest] > budget:
+            raise ActivationBudgetError(
+                f"activation_budget_bytes={budget} ({format_bytes(budget)}) is below the largest working set of a "
+                f"region: {self.names[largest]!r} reads and writes {working[largest]} bytes "
+                f"({format_bytes(working[largest])}) of activations, which must all be in RAM while it computes"
+            )
+
     # The program -----------------------------------------------------------------------
 
     def run(self, cpu_slots: int, io_depth: int, capacities) -> LoweredProgram:
@@ -422,11 +550,16 @@ class _Lowering:
         self.resident_on_devices()
         queues = self.streamed_queues()
         weights_of: dict[int, dict[int, int]] = {}  # streamed region -> slot -> its streamed buffer
+        spilling = self.activation_budget is not None
+        if spilling:
+            self.track_activations()
         for region, kernel in enumerate(runner.kernels):
             tier = self.tier_of(region)
             for queue, order in queues.items():
                 ahead = sum(1 for r in order if r < region) + self.prefetch
                 self.stream_through(queue, order, ahead, weights_of)
+            if spilling:
+                self.make_room(region)
             mine = weights_of.get(region, {})
             placed = self.values_on([s for s in kernel.in_slots if s not in mine], tier)
             inputs = [mine.get(slot, placed.get(slot)) for slot in kernel.in_slots]
@@ -434,6 +567,8 @@ class _Lowering:
             outputs = [self.buffer(tier, slot, LIFE.Transient, label) for slot in kernel.out_slots]
             for slot, buffer in zip(kernel.out_slots, outputs):
                 self.on_tier[(slot, tier)] = buffer
+            if spilling:
+                self.in_ram.update(s for s in kernel.out_slots if s in self.uses)
             deps = {self.producer[b] for b in inputs if b in self.producer}
             seconds = float(self.compute_s[region][self.devices[region]])
             declared = seconds if self.virtual[region] else 0.0
@@ -493,13 +628,14 @@ class _Lowering:
     def program(self, ordered, outputs, mutations, cpu_slots, io_depth, capacities) -> LoweredProgram:
         machine = self.machine
         new_id = {old: new for new, (old, _) in enumerate(ordered) if old >= 0}
-        copy_sources = {b for _, op in ordered if op.kind == K.Copy for b in op.reads}
+        copy_sources = {b for _, op in ordered if op.kind in (K.Copy, K.Spill) for b in op.reads}
         views = {}
         for spec in self.buffers:
             buffer, slot = spec["id"], self.value_of.get(spec["id"])
             if buffer in self.producer and self.ops[self.producer[buffer]].kind == K.Compute:
                 spec["torch_owned"] = buffer not in copy_sources or spec["bytes"] == 0
-            core_held = not spec.get("torch_owned") and spec["lifetime"] != LIFE.Input and "file" not in spec
+            in_memory = "file" not in spec and spec["tier"] != self.disk_tier
+            core_held = not spec.get("torch_owned") and spec["lifetime"] != LIFE.Input and in_memory
             if core_held and buffer not in self.carried and spec["bytes"] > 0:
                 views[buffer] = self.view_meta(buffer, slot)
         buffers = [_core.Buffer(**spec) for spec in self.buffers]
@@ -526,8 +662,9 @@ class _Lowering:
             for tier, (name, capacity) in enumerate(zip(machine.tier_names, tier_capacities))
         ]
         files = []
-        if self.weights is not None:
+        if self.disk_tier is not None:
             tiers.append(_core.Tier("disk", _core.TierKind.Disk))
+        if self.weights is not None:
             files = [self.file_spec(index) for index in range(len(self.weights.files))]
         queues = [
             _core.Queue("cpu", _core.QueueKind.Compute, cpu_slots),

@@ -96,6 +96,8 @@ def decide_direct_path(region_count: int, config: CompileConfig, on_cpu: bool = 
     forced = env_flag("TT_DIRECT_PATH")
     if not on_cpu:
         return False, "not taken: regions run on virtual devices, through transfers"
+    if config.activation_budget_bytes is not None:
+        return False, "not taken: CompileConfig.activation_budget_bytes is kept on the data plane"
     if region_count > 1:
         note = " (TT_DIRECT_PATH=1 applies only to a single resident region)" if forced else ""
         return False, f"not taken: {region_count} regions run through the executor by dependency order{note}"

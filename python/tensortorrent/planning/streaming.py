@@ -14,7 +14,16 @@ from collections.abc import Sequence
 from .. import _core
 from ..errors import MemoryCapacityError
 from ..observe.units import format_bytes
-from .lowering import UNBOUNDED, LoweredProgram, WeightFile, WeightRange, WeightsOnDisk, lower, simulated_us
+from .lowering import (
+    UNBOUNDED,
+    ActivationBudgetError,
+    LoweredProgram,
+    WeightFile,
+    WeightRange,
+    WeightsOnDisk,
+    lower,
+    simulated_us,
+)
 from .machine import PlanDevice, PlanMachine
 
 __all__ = ["UNBOUNDED", "WeightFile", "WeightRange", "WeightsOnDisk", "cpu_program", "in_memory_plan", "plan_streaming"]
@@ -32,9 +41,11 @@ def cpu_program(
     prefetch: int = 0,
     io_depth: int = 1,
     seconds: Sequence[float] | None = None,
+    activation_budget: int | None = None,
 ) -> LoweredProgram:
-    """The program of every region on the CPU within `budget_bytes` of RAM; `seconds` per
-    region (default 0). Raises MemoryCapacityError when its memory plan exceeds the budget."""
+    """The program of every region on the CPU within `budget_bytes` of RAM, activations
+    beyond `activation_budget` spilled; `seconds` per region (default 0). Raises
+    MemoryCapacityError when its memory plan exceeds the budget."""
     count = len(runner.kernels)
     table = [[seconds[r] if seconds is not None else 0.0] for r in range(count)]
     return lower(
@@ -50,6 +61,7 @@ def cpu_program(
         weights=weights,
         streamed=streamed,
         io_depth=io_depth,
+        activation_budget=activation_budget,
     )
 
 
@@ -61,16 +73,23 @@ def plan_streaming(
     prefetch: int,
     cpu_slots: int,
     allow_streaming: bool = True,
+    activation_budget: int | None = None,
 ) -> LoweredProgram:
     """Keeps resident what fits in `budget_bytes` and streams the rest, largest regions
-    first (with `allow_streaming` False, nothing streams); MemoryCapacityError when even
-    streaming every region (or, not allowed, none) does not fit."""
+    first (with `allow_streaming` False, nothing streams), activations beyond
+    `activation_budget` spilled; MemoryCapacityError when even streaming every region (or,
+    not allowed, none) does not fit."""
     own = runner.own_weights
     order = sorted(own, key=lambda r: (-sum(weights.ranges[s].nbytes for s in own[r] if s in weights.ranges), r))
     last = None
     for count in range(len(order) + 1 if allow_streaming else 1):
         try:
-            return cpu_program(runner, names, budget_bytes, cpu_slots, weights, frozenset(order[:count]), prefetch)
+            streamed = frozenset(order[:count])
+            return cpu_program(
+                runner, names, budget_bytes, cpu_slots, weights, streamed, prefetch, activation_budget=activation_budget
+            )
+        except ActivationBudgetError:
+            raise  # streaming more weights makes no room for a region's activations
         except MemoryCapacityError as error:
             last = error
     if not allow_streaming:
@@ -78,7 +97,9 @@ def plan_streaming(
             f"ram_budget_bytes={budget_bytes} ({format_bytes(budget_bytes)}) cannot hold every weight with the "
             f"activations, and CompileConfig.allow_disk_streaming=False keeps them all in RAM ({last})"
         )
-    everything = cpu_program(runner, names, UNBOUNDED, cpu_slots, weights, frozenset(order), prefetch)
+    everything = cpu_program(
+        runner, names, UNBOUNDED, cpu_slots, weights, frozenset(order), prefetch, activation_budget=activation_budget
+    )
     needed = everything.program.memory_plan.arena_bytes[0]
     raise MemoryCapacityError(
         f"ram_budget_bytes={budget_bytes} ({format_bytes(budget_bytes)}) is below the smallest working set this "
@@ -87,14 +108,18 @@ def plan_streaming(
     )
 
 
-def in_memory_plan(runner, regions, plan, budget_bytes: int | None) -> LoweredProgram:
+def in_memory_plan(
+    runner, regions, plan, budget_bytes: int | None, activation_budget: int | None = None
+) -> LoweredProgram:
     """The program of a CPU plan whose weights stay the model's own tensors: nothing
-    streams; the plan's predicted region times carry over."""
+    streams (activations beyond `activation_budget` spill); the plan's predicted region
+    times carry over."""
     lowered = cpu_program(
         runner,
         [region.name for region in regions],
         budget_bytes if budget_bytes is not None else UNBOUNDED,
         plan.max_concurrent,
+        activation_budget=activation_budget,
     )
     predicted = {
         i.region: (i.predicted_start_us, i.predicted_end_us) for i in plan.schedule.instructions if i.region >= 0
@@ -118,9 +143,17 @@ def simulate_plan(plan: LoweredProgram, region_seconds: Sequence[float], read_by
     return _core.simulate_program(plan.program, seconds, queue_bytes_per_s=queues)
 
 
-def with_io_depth(plan: LoweredProgram, runner, weights: WeightsOnDisk, cpu_slots: int, io_depth: int, simulated):
-    """The same program with `io_depth` loads in flight, its instructions carrying the
-    simulated start and end times."""
+def with_io_depth(
+    plan: LoweredProgram,
+    runner,
+    weights: WeightsOnDisk,
+    cpu_slots: int,
+    io_depth: int,
+    simulated,
+    activation_budget: int | None = None,
+):
+    """The same program (lowered with the same `activation_budget`) with `io_depth` loads
+    in flight, its instructions carrying the simulated start and end times."""
     deeper = cpu_program(
         runner,
         plan.region_names,
@@ -130,5 +163,6 @@ def with_io_depth(plan: LoweredProgram, runner, weights: WeightsOnDisk, cpu_slot
         frozenset(plan.streamed),
         plan.prefetch,
         io_depth,
+        activation_budget=activation_budget,
     )
     return deeper.rebuilt(predicted_us=simulated_us(simulated))

@@ -27,6 +27,7 @@ from ..planning.lowering import WeightsOnDisk
 from ..planning.plan import usable_cores
 from ..planning.profile_cache import PROFILES
 from ..planning.streaming import in_memory_plan
+from ..storage.spill_dir import spill_dir_for
 from .call_handle import CallHandle
 from .plane_program import PlaneProgram
 from .program_runner import ProgramRunner, detach_outputs
@@ -103,7 +104,8 @@ class CompiledModule(nn.Module):
             streamed = PlaneProgram(self._runner, plan.placement.chosen.program)
         elif streamed is None and not plan.direct:
             # A CPU plan runs its Program on the data plane, its weights used in place.
-            streamed = PlaneProgram(self._runner, in_memory_plan(self._runner, regions, plan, ram_budget_bytes))
+            lowered = in_memory_plan(self._runner, regions, plan, ram_budget_bytes, config.activation_budget_bytes)
+            streamed = PlaneProgram(self._runner, lowered, spill_dir=spill_dir_for(lowered, config))
         self._plane = streamed
         self._origin = origin
         self._costs = region_costs(regions, cpu_seconds)

@@ -36,10 +36,13 @@ class PlaneProgram:
         weights: WeightsOnDisk | None = None,
         io: _core.IoEngine | None = None,
         reads: str = "",
+        spill_dir: str = "",
     ) -> None:
         """`weights` and `io`: the files the weights stream from and the engine reading them
         (`reads` says how it reads, for explain()); None when the weights are the model's
-        own tensors in memory."""
+        own tensors in memory. `spill_dir`: where a plan that spills activations writes
+        them (storage/spill_dir.py); its spills and reloads share `io`, or an engine of
+        their own when the weights are in memory."""
         self.runner = runner
         self.plan = plan
         self.weights = weights
@@ -49,7 +52,11 @@ class PlaneProgram:
         queues = program.queues
         # The caller's thread computes too; each virtual device's regions need a thread of their own.
         devices = sum(1 for q in queues[2:] if q.kind == _core.QueueKind.Compute)
-        self.plane = _core.DataPlane(program, io, workers=max(1, queues[0].capacity - 1 + devices))
+        if io is None and plan.spilled_bytes:
+            io = _core.IoEngine(threads=queues[1].capacity, queue_depth=queues[1].capacity)
+        self.spill_dir = spill_dir
+        workers = max(1, queues[0].capacity - 1 + devices)
+        self.plane = _core.DataPlane(program, io, workers=workers, spill_dir=spill_dir)
         if weights is not None:
             self.resident_tensors = self._load_residents()
             runner.rebind(self.bound_values())
@@ -123,7 +130,7 @@ class PlaneProgram:
                     f"  {name}: {format_bytes(memory.arena_bytes[tier])} at most, "
                     f"{format_bytes(memory.peak_bytes[tier])} live at the peak in plan order ({budget})"
                 )
-            return lines + ["", *self._program_lines()]
+            return lines + self._spill_lines() + ["", *self._program_lines()]
         resident = sum(self.weights.ranges[slot].nbytes for slot in plan.resident)
         lines = [
             f"Weights streamed from disk (ram_budget_bytes={plan.budget_bytes}, {format_bytes(plan.budget_bytes)})",
@@ -143,7 +150,18 @@ class PlaneProgram:
         for region, weights in sorted(plan.streamed.items()):
             nbytes = sum(self.weights.ranges[w.slot].nbytes for w in weights)
             lines.append(f"    {plan.region_names[region]}: {format_bytes(nbytes)} streamed per call")
-        return lines + ["", *self._program_lines()]
+        return lines + self._spill_lines() + ["", *self._program_lines()]
+
+    def _spill_lines(self) -> list[str]:
+        program = self.plan.program
+        spills = sum(1 for i in program.schedule.instructions if i.kind == K.Spill)
+        if not spills:
+            return []
+        reloads = sum(1 for i in program.schedule.instructions if i.kind == K.Reload)
+        return [
+            f"Activations spilled: {spills} value(s), {format_bytes(self.plan.spilled_bytes)} written and "
+            f"{reloads} reload(s) per call, in anonymous files under {self.spill_dir} (emptied after every call)"
+        ]
 
     def _file_lines(self) -> list[str]:
         files = self.weights.files

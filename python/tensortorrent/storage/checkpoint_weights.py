@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+import torch
+
+from .. import _core
 from ..capture.program import NormalizedProgram
 from ..planning.streaming import WeightFile, WeightRange, WeightsOnDisk
 from .checkpoint import Checkpoint
@@ -36,3 +41,25 @@ def weights_in_checkpoint(program: NormalizedProgram, checkpoint: Checkpoint) ->
     sizes = checkpoint.file_sizes()
     files = tuple(WeightFile(path=path, size=sizes[path]) for path in checkpoint.files)
     return WeightsOnDisk(files=files, ranges=ranges)
+
+
+CHECKSUM_CHUNK_BYTES = 16 << 20
+
+
+def with_checksums(weights: WeightsOnDisk, budget_bytes: int) -> WeightsOnDisk:
+    """`weights` with every range's CRC-32C, read now a chunk at a time (at most
+    CHECKSUM_CHUNK_BYTES, and an eighth of `budget_bytes`, in memory), in file order. Every
+    later load of a range checks it, so a checkpoint changed after compile fails that load
+    (tt.DataCorruptionError naming the file) instead of running on other weights."""
+    chunk = torch.empty(max(4096, min(CHECKSUM_CHUNK_BYTES, budget_bytes // 8)), dtype=torch.uint8)
+    io = _core.IoEngine(threads=2, queue_depth=2)
+    ranges = {}
+    for slot, place in sorted(weights.ranges.items(), key=lambda item: (item[1].file, item[1].offset)):
+        crc, done = 0, 0
+        while done < place.nbytes:
+            piece = chunk[: min(chunk.numel(), place.nbytes - done)]
+            io.read_into(weights.path_of(place), place.offset + done, piece)
+            crc = _core.crc32c(piece, crc)
+            done += piece.numel()
+        ranges[slot] = replace(place, crc32c=crc)
+    return replace(weights, ranges=ranges)

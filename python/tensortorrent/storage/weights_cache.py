@@ -21,7 +21,7 @@ from ..artifact.weights import tensor_crc32c, write_safetensors
 from ..capture.program import BoundTensor
 from ..errors import MemoryCapacityError
 from ..files import write_text_atomically
-from ..hardware.budgets import DEFAULT_SPILL_DIR
+from ..hardware.budgets import spill_root
 from ..observe.units import format_bytes
 
 PREFIX, SUFFIX, SIDECAR = "weights-", ".safetensors", ".json"
@@ -81,7 +81,7 @@ def cache_weights(bound: list[BoundTensor], directory: str, disk_budget: int) ->
 
 def cache_directory(spill_dir: str | None) -> str:
     """Where compiles with this CompileConfig.spill_dir keep cached weights."""
-    return os.path.join(spill_dir or DEFAULT_SPILL_DIR, "weights")
+    return os.path.join(spill_root(spill_dir), "weights")
 
 
 def cached_files(directory: str) -> list[str]:

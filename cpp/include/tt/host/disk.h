@@ -10,6 +10,7 @@ namespace tt {
 struct DiskSpace {
   std::int64_t free_bytes = 0;   // available to an unprivileged process (excludes root's reserve)
   std::int64_t total_bytes = 0;  // size of the filesystem
+  bool in_memory = false;        // tmpfs or ramfs: its bytes are RAM (statfs's f_type)
 };
 
 // Result of one read-bandwidth measurement.
@@ -19,7 +20,7 @@ struct ReadBandwidth {
   std::int64_t bytes = 0;       // bytes read: the request rounded up to 1 MiB
 };
 
-// statvfs of `path`. Throws Error(IO) naming the path and the OS reason on failure.
+// statvfs and statfs of `path`. Throws Error(IO) naming the path and the OS reason on failure.
 DiskSpace probe_disk(const std::string& path);
 
 // Writes a temporary file of `bytes` (rounded up to 1 MiB, pseudo-random content so that

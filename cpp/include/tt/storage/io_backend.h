@@ -41,6 +41,10 @@ class IoBackend {
   // Never throws, so that the caller decides what each failure means.
   virtual ssize_t pwrite(int handle, const void* source, std::size_t length, std::uint64_t offset) noexcept = 0;
 
+  // Empties a handle from open_for_spill() (its size becomes 0), giving its blocks back to
+  // the filesystem. Returns 0 or -errno. Never throws.
+  virtual int truncate(int handle) noexcept = 0;
+
   // Releases a handle from open() or open_for_spill(). Never throws.
   virtual void close(int handle) noexcept = 0;
 
@@ -57,6 +61,7 @@ class PosixIoBackend final : public IoBackend {
   ssize_t pread(int handle, void* destination, std::size_t length, std::uint64_t offset) noexcept override;
   int open_for_spill(const std::string& directory) override;
   ssize_t pwrite(int handle, const void* source, std::size_t length, std::uint64_t offset) noexcept override;
+  int truncate(int handle) noexcept override;
   void close(int handle) noexcept override;
   std::uint64_t file_size(int handle) override;
 };
@@ -98,6 +103,7 @@ class FaultInjectingIoBackend final : public IoBackend {
   ssize_t pread(int handle, void* destination, std::size_t length, std::uint64_t offset) noexcept override;
   int open_for_spill(const std::string& directory) override { return inner_->open_for_spill(directory); }
   ssize_t pwrite(int handle, const void* source, std::size_t length, std::uint64_t offset) noexcept override;
+  int truncate(int handle) noexcept override { return inner_->truncate(handle); }
   void close(int handle) noexcept override { inner_->close(handle); }
   std::uint64_t file_size(int handle) override { return inner_->file_size(handle); }
 

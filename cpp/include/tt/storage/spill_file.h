@@ -23,6 +23,8 @@ class SpillFile {
   SpillFile& operator=(const SpillFile&) = delete;
 
   int handle() const noexcept { return handle_; }
+  // Truncates the file to 0 bytes, giving its blocks back; 0 or -errno (IoBackend::truncate).
+  int empty() noexcept { return backend_->truncate(handle_); }
   // "the spill file in '<directory>'": how I/O errors name a file that has no name.
   const std::string& name() const noexcept { return name_; }
 
@@ -35,7 +37,8 @@ class SpillFile {
 // Spill files in one directory, kept open for reuse as HostArenaPool keeps arenas: a call
 // takes one and it comes back when the call's last handle drops (the call's end, or a write
 // still in flight after a stall), so steady-state calls create no file and concurrent calls
-// never share one. A file's old bytes stay in it: a call reads back only what it spilled.
+// never share one. A file is emptied as it comes back (truncated to 0 bytes): between calls
+// the spill directory holds no spilled byte, also after a failed or cancelled call.
 // Thread-safe. The destructor closes the pooled files; handles may outlive the pool (their
 // file is then closed when they drop).
 class SpillFilePool {

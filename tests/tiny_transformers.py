@@ -1,0 +1,62 @@
+"""Tiny Hugging Face models built from configs (random weights, nothing downloaded): GPT-2,
+Llama and Qwen3, saved as Hugging Face saves them, and their meta-device twins."""
+
+from __future__ import annotations
+
+import torch
+import transformers
+from torch import nn
+
+VOCAB = 128
+
+
+def gpt2_config():
+    config = dict(n_layer=2, n_embd=64, n_head=4, n_positions=32, use_cache=False, bos_token_id=0, eos_token_id=0)
+    return transformers.GPT2Config(vocab_size=VOCAB, **config)
+
+
+DECODER = dict(
+    num_hidden_layers=2,
+    hidden_size=64,
+    intermediate_size=128,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    vocab_size=VOCAB,
+    max_position_embeddings=32,
+    use_cache=False,
+)
+
+
+def llama_config():
+    return transformers.LlamaConfig(**DECODER)
+
+
+def qwen3_config():
+    return transformers.Qwen3Config(head_dim=16, **DECODER)
+
+
+MODELS = {
+    "gpt2": (transformers.GPT2LMHeadModel, gpt2_config),
+    "llama": (transformers.LlamaForCausalLM, llama_config),
+    "qwen3": (transformers.Qwen3ForCausalLM, qwen3_config),
+}
+
+
+def saved_model(name: str, directory, sharded: bool):
+    """A model with random weights, saved as Hugging Face saves it (tied weights once; with
+    `sharded`, an index over several files); returns it in eval mode."""
+    torch.manual_seed(0)
+    cls, config = MODELS[name]
+    model = cls(config()).eval()
+    model.save_pretrained(directory, max_shard_size="60KB" if sharded else "10GB")
+    return model
+
+
+def meta_model(name: str) -> nn.Module:
+    cls, config = MODELS[name]
+    with torch.device("meta"):
+        return cls(config())
+
+
+def logits(output) -> torch.Tensor:
+    return output["logits"] if isinstance(output, dict) else output.logits
