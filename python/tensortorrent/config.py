@@ -49,7 +49,8 @@ class CompileConfig:
         that fits the budget.
     io_queue_depth: reads the I/O engine keeps in flight when weights stream; None
         measures the weights file's device (buffered and O_DIRECT at 2, 4 and 8 reads in
-        flight) once per process and takes the fastest.
+        flight) once per device (cached for a week, see tensortorrent doctor) and takes
+        the fastest.
     allow_disk_streaming: False keeps every weight in RAM: a RAM budget that cannot hold
         them (with the activations) is then a tt.MemoryCapacityError before anything
         runs, instead of weights read from disk on every call.

@@ -4,9 +4,10 @@ The model is typically built on the meta device, so its weights were never in RA
 captured with fake weights, its saved tensors are matched by name to the checkpoint's,
 and the program runs on the data plane with the weights read from the checkpoint's own
 files through the I/O engine: what fits the RAM budget once, the rest on every call.
-The files are never copied, nor ever all in RAM at once. Region costs come from a
-roofline (a measured GEMM rate and memory bandwidth), since no region can run before its
-weights are read.
+The files are never copied, nor ever all in RAM at once. Region costs come from one
+profiling call that streams each region's weights within the budget, as later calls do
+(or, where a call would take too long, from a roofline: a measured GEMM rate and memory
+bandwidth); explain() says which.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import torch
 from torch import nn
 
 from .artifact.program_archive import load_program
-from .artifact.streamed_weights import stream_weights
+from .artifact.streamed_weights import PROFILED_COSTS, stream_weights
 from .capture import InputSignature, normalize
 from .capture.weightless import capture_weightless, exported_weightless
 from .config import CompileConfig
@@ -97,7 +98,14 @@ def compile_from_checkpoint(
         with progress.stage("stream"):
             weights = with_checksums(weights, budgets.ram.amount)
             streamed = stream_weights(
-                program, regions, weights, config, plan.max_concurrent, verify=False, budget_bytes=budgets.ram.amount
+                program,
+                regions,
+                weights,
+                config,
+                plan.max_concurrent,
+                verify=False,
+                budget_bytes=budgets.ram.amount,
+                example=signature.flatten(args, kwargs),
             )
     log.info(
         "compiled %s from %d checkpoint file(s): %d region(s), predicted %.3f ms per call",
@@ -116,8 +124,8 @@ def compile_from_checkpoint(
         plan=plan,
         config=config,
         origin=(
-            f"weights read in place from checkpoint {describe_files(files.files)}; region costs from a roofline "
-            "(a measured GEMM rate and memory bandwidth), not measured"
+            f"weights read in place from checkpoint {describe_files(files.files)}; region costs "
+            + ("measured by a profiling call" if streamed.costs == PROFILED_COSTS else "from a roofline, not measured")
         ),
         streamed=streamed,
         ram_budget_bytes=budgets.ram.amount,

@@ -41,7 +41,8 @@ def test_a_meta_model_runs_from_its_checkpoint_like_eager(tmp_path, name, sharde
             torch.testing.assert_close(logits(compiled(ids)), expected)
             assert 0 < compiled.last_report.bytes_read and compiled.last_peak_bytes["ram"] <= total // fraction
     assert all(p.is_meta for p in model.parameters()), "the caller's model keeps its own (meta) weights"
-    assert "region costs from a roofline" in compiled.explain()
+    assert "region costs measured by a profiling call" in compiled.explain()
+    assert "regions as a profiling call computed them" in compiled.explain()
 
 
 def test_without_a_budget_every_weight_is_read_once(tmp_path):
@@ -177,6 +178,43 @@ def test_a_module_compiled_from_a_checkpoint_saves_its_weights_into_the_artifact
     for config in (None, budget):
         loaded = tt.load_compiled(tmp_path / "artifact", config=config)
         torch.testing.assert_close(logits(loaded(ids)), expected)
+
+
+def test_an_artifact_saved_by_reference_reads_the_checkpoint_and_checks_it(tmp_path):
+    checkpoint = tmp_path / "checkpoint"
+    eager = saved_model("llama", checkpoint, sharded=True)
+    ids = torch.randint(0, VOCAB, (1, 8))
+    budget = tt.CompileConfig(ram_budget_bytes=weight_bytes(eager) // 2)
+    compiled = tt.compile(meta_model("llama"), (ids,), checkpoint=checkpoint, config=budget)
+    compiled.save(tmp_path / "artifact", weights="reference")
+    copied = (tmp_path / "artifact" / "weights.safetensors").stat().st_size
+    assert copied < weight_bytes(eager) // 20, "only what the checkpoint lacks is copied"
+    expected = logits(eager_outputs(eager, (ids,)))
+    for config in (None, budget):  # read whole, or streamed from the checkpoint's files
+        loaded = tt.load_compiled(tmp_path / "artifact", config=config)
+        torch.testing.assert_close(logits(loaded(ids)), expected)
+    shard = sorted(checkpoint.glob("*.safetensors"))[1]
+    data = bytearray(shard.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    shard.write_bytes(bytes(data))
+    with pytest.raises(tt.ArtifactError, match=re.escape(str(shard)) + ".*fails its sha256"):
+        tt.load_compiled(tmp_path / "artifact")
+    shard.write_bytes(bytes(data[:-1]))
+    with pytest.raises(tt.ArtifactError, match=re.escape(str(shard)) + ".*changed"):
+        tt.load_compiled(tmp_path / "artifact", verify_integrity=False)
+    shard.rename(tmp_path / "moved.safetensors")
+    with pytest.raises(tt.ArtifactError, match=re.escape(str(shard)) + ".*gone"):
+        tt.load_compiled(tmp_path / "artifact")
+
+
+def test_saving_by_reference_needs_weights_in_files(tmp_path):
+    model = nn.Linear(4, 4)
+    compiled = tt.compile(model, (torch.randn(2, 4),))
+    with pytest.raises(tt.InvalidArgumentError, match="weights='reference' needs weights read from files"):
+        compiled.save(tmp_path / "artifact", weights="reference")
+    with pytest.raises(tt.InvalidArgumentError, match="expected 'copy' or 'reference', got 'link'"):
+        compiled.save(tmp_path / "artifact", weights="link")
+    assert not (tmp_path / "artifact").exists()
 
 
 def test_saving_fails_cleanly_when_the_checkpoint_lost_bytes_since_compile(tmp_path):

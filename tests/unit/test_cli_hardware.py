@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 from tensortorrent.cli.main import main
+from tensortorrent.storage import read_mode_cache
 
 BUDGET_KEYS = {"tier", "amount", "source", "detail", "raw"}
 
@@ -26,6 +27,7 @@ def test_doctor_json_schema(tmp_path, capsys):
         "absent",
         "budgets",
         "disk",
+        "read_modes",
         "checks",
     }
     assert set(data["host"]) == {"cpus", "memory", "cgroup", "numa"}
@@ -43,6 +45,16 @@ def test_doctor_measures_the_spill_directory(tmp_path):
     main(["doctor", "--json", str(path)])
     disk = json.loads(path.read_text())["disk"]
     assert disk["read_bytes_per_second"] > 0 and disk["free_bytes"] <= disk["total_bytes"]
+
+
+def test_doctor_shows_the_read_modes_streaming_compiles_measured(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("TT_SPILL_DIR", str(tmp_path))
+    mode = dict(mode="auto", threads=4, request_bytes=16 << 20, measured_gbps=1.25, reason="the fastest")
+    read_mode_cache.remember("8:16", mode)
+    path = tmp_path / "doctor.json"
+    main(["doctor", "--json", str(path), "--no-bandwidth"])
+    assert json.loads(path.read_text())["read_modes"]["8:16"]["measured_gbps"] == 1.25
+    assert "weights on device 8:16 read auto with 4 thread(s) at 1.25 GB/s" in capsys.readouterr().out
 
 
 def test_validate_hardware_on_the_cpu(tmp_path, capsys):

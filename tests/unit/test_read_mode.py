@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import os
+import time
 
 from tensortorrent.artifact import streamed_weights
+from tensortorrent.storage import read_mode_cache
 
 
 def test_the_read_mode_is_measured_once_per_device_and_an_explicit_depth_wins(tmp_path, monkeypatch):
     monkeypatch.setattr(streamed_weights, "CALIBRATION_BYTES", 4 << 20)
     monkeypatch.setattr(streamed_weights, "_CHOSEN", {})
+    monkeypatch.setenv("TT_READ_MODE_CACHE", "0")
     path = tmp_path / "weights.bin"
     path.write_bytes(os.urandom(4 << 20))
     chosen = streamed_weights.choose_read_mode(str(path), streamed_bytes=1 << 30, depth=None)
@@ -20,6 +24,30 @@ def test_the_read_mode_is_measured_once_per_device_and_an_explicit_depth_wins(tm
     assert fixed.threads == 3 and fixed.mode == "auto" and fixed.measured_gbps > 0  # measured for the simulator
     small = streamed_weights.choose_read_mode(str(path), streamed_bytes=1 << 20, depth=None)
     assert small.threads == 4 and "too little" in small.reason
+
+
+def test_a_measured_read_mode_is_remembered_for_the_device_across_processes(tmp_path, monkeypatch):
+    monkeypatch.setattr(streamed_weights, "CALIBRATION_BYTES", 4 << 20)
+    monkeypatch.setattr(streamed_weights, "_CHOSEN", {})
+    monkeypatch.setenv("TT_SPILL_DIR", str(tmp_path / "cache"))
+    path = tmp_path / "weights.bin"
+    path.write_bytes(os.urandom(4 << 20))
+    measured = streamed_weights.choose_read_mode(str(path), streamed_bytes=1 << 30, depth=None)
+    entries = read_mode_cache.cached_read_modes()
+    assert list(entries) == [read_mode_cache.device_key(str(path))]
+    monkeypatch.setattr(streamed_weights, "_CHOSEN", {})  # a new process
+    cached = streamed_weights.choose_read_mode(str(path), 1 << 30, None)
+    assert (cached.mode, cached.threads, cached.measured_gbps) == (
+        measured.mode,
+        measured.threads,
+        measured.measured_gbps,
+    )
+    assert cached.reason.startswith(measured.reason) and "cached" in cached.reason
+    key = read_mode_cache.device_key(str(path))
+    stale = dict(entries[key], measured_at=time.time() - read_mode_cache.MAX_AGE_S - 1)
+    (tmp_path / "cache" / read_mode_cache.CACHE_FILE).write_text(json.dumps({key: stale}))
+    monkeypatch.setattr(streamed_weights, "_CHOSEN", {})
+    assert "cached" not in streamed_weights.choose_read_mode(str(path), 1 << 30, None).reason, "a stale entry"
 
 
 class Measured:

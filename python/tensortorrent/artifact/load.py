@@ -16,12 +16,14 @@ from ..errors import ArtifactError, InvalidArgumentError, TensorTorrentError
 from ..hardware import hardware_fingerprint, resolve_budgets
 from ..partition import parameter_owners, partition, regions_from_names
 from ..planning import build_plan, plan_from_json
+from ..planning.lowering import WeightsOnDisk
 from ..runtime import CompiledModule
 from .integrity import list_files, read_file, read_integrity
 from .layout import MANIFEST, check_manifest
 from .program_archive import load_program
 from .streamed_weights import meta_tensors, stream_weights, weights_file
-from .weights import tensors_from_safetensors
+from .weight_references import checked_files, referenced_range, referenced_weights
+from .weights import read_range, tensors_from_safetensors
 
 
 def load_compiled(
@@ -51,7 +53,13 @@ def load_compiled(
     # core; without one they are read whole, as views of the bytes read.
     saved_config, signature = saved_parts(manifest)
     streaming = (config or saved_config).ram_budget_bytes is not None
-    if streaming:
+    referenced = "weight_files" in manifest  # saved with weights="reference"
+    if referenced:
+        # The artifact's own file holds only what the checkpoint lacks (computed buffers).
+        files = checked_files(manifest["weight_files"], verify_integrity)
+        tensors = tensors_from_safetensors(read(weights_name), weights_name)
+        tensors.update(_referenced_tensors(manifest["weights"], files, in_memory=not streaming))
+    elif streaming:
         if weights_name not in present:
             raise ArtifactError(f"{weights_name}: missing")
         header, tensors = meta_tensors(os.path.join(directory, weights_name))
@@ -68,7 +76,10 @@ def load_compiled(
         manifest, program, config, saved_config, directory, owners if streaming else frozenset()
     )
     streamed = None
-    if streaming:
+    if streaming and referenced:
+        weights = referenced_weights(manifest["weights"], program, files)
+        streamed = stream_weights(program, regions, weights, config, plan.max_concurrent, verify=False)
+    elif streaming:
         weights = weights_file(
             os.path.join(directory, weights_name),
             header,
@@ -91,6 +102,22 @@ def load_compiled(
         streamed=streamed,
         ram_budget_bytes=resolve_budgets(config).ram.amount,
     )
+
+
+def _referenced_tensors(entries: list, files, in_memory: bool) -> dict[str, torch.Tensor]:
+    """The referenced tensors by key: read from their files (each read checked against its
+    CRC-32C), or meta tensors where they stream."""
+    tensors = {}
+    for entry in entries:
+        if isinstance(entry, dict) and "reference" in entry:
+            place = referenced_range(entry)
+            if place.file >= len(files):
+                raise ArtifactError(f"{MANIFEST}: {entry['key']!r} names weights file {place.file} of {len(files)}")
+            if in_memory:
+                tensors[entry["key"]] = read_range(WeightsOnDisk(files, {}), place, entry["key"])
+            else:
+                tensors[entry["key"]] = torch.empty(place.shape, dtype=place.dtype, device="meta")
+    return tensors
 
 
 def _saved_cpu_seconds(manifest: dict, region_count: int) -> list[float] | None:

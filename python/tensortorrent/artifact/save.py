@@ -17,14 +17,25 @@ from .integrity import write_integrity
 from .layout import FORMAT, FORMAT_VERSION, MANIFEST, PROGRAM, WEIGHTS
 from .program_archive import program_bytes
 from .publish import publish_directory
+from .weight_references import reference_files
 from .weights import save_weights
 
 
-def save_compiled(parts: ArtifactParts, path: str | os.PathLike) -> str:
+def save_compiled(parts: ArtifactParts, path: str | os.PathLike, weights: str = "copy") -> str:
     """Writes a compiled module's parts (compiled.artifact_parts()) as an artifact directory
-    at `path`, atomically; returns the path."""
+    at `path`, atomically; returns the path. `weights`: "copy" writes them into the
+    artifact; "reference" records the files they are read from instead (weight_references.py)."""
     if not isinstance(path, (str, os.PathLike)):
         raise InvalidArgumentError(f"save: path: expected a str or os.PathLike, got {type(path).__name__}")
+    if weights not in ("copy", "reference"):
+        raise InvalidArgumentError(f"save: weights: expected 'copy' or 'reference', got {weights!r}")
+    on_disk = parts.weights_on_disk
+    by_reference = weights == "reference"
+    if by_reference and on_disk is None:
+        raise InvalidArgumentError(
+            "save: weights='reference' needs weights read from files (a module compiled from a checkpoint, "
+            "or loaded with a RAM budget); this module's weights are in memory: save them with weights='copy'"
+        )
     if parts.plan.tiered:
         # The declared machine is a compile argument, not part of the portable plan yet.
         raise UnsupportedError(
@@ -38,8 +49,10 @@ def save_compiled(parts: ArtifactParts, path: str | os.PathLike) -> str:
         with open(os.path.join(directory, PROGRAM), "wb") as handle:
             handle.write(pt2)
         # Weights left on disk (a checkpoint's, a loaded artifact's) are copied a tensor at a time.
-        weights = save_weights(program.bound, os.path.join(directory, WEIGHTS), parts.weights_on_disk)
-        manifest = _manifest(parts, signature, weights)
+        entries = save_weights(program.bound, os.path.join(directory, WEIGHTS), on_disk, by_reference)
+        manifest = _manifest(parts, signature, entries)
+        if by_reference:
+            manifest["weight_files"] = reference_files(on_disk)
         with open(os.path.join(directory, MANIFEST), "w", encoding="utf-8") as handle:
             json.dump(manifest, handle, indent=2)
         write_integrity(directory, [MANIFEST, PROGRAM, WEIGHTS])

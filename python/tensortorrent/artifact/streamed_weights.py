@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,15 +18,26 @@ import torch
 from .. import _core
 from ..errors import DataCorruptionError, MemoryCapacityError
 from ..planning.costs import region_costs, roofline_seconds
+from ..planning.lowering import LoweredProgram
 from ..planning.streaming import WeightFile, WeightRange, WeightsOnDisk, plan_streaming, simulate_plan, with_io_depth
 from ..runtime.plane_program import PlaneProgram
 from ..runtime.program_runner import ProgramRunner
+from ..storage.read_mode_cache import device_key, remember, remembered
 from ..storage.spill_dir import spill_dir_for
 from ..storage.weights_cache import cache_directory, cache_weights
 from .integrity import chunk_digests
+from .streamed_profile import PROFILE_LIMIT_S, profile_streamed
 from .weights import SAFETENSORS_DTYPES
 
 log = logging.getLogger(__name__)
+
+ROOFLINE_COSTS = (
+    "regions at their roofline from a measured GEMM rate and memory bandwidth, loads at the measured read speed"
+)
+PROFILED_COSTS = (
+    "regions as a profiling call computed them, streaming each region's weights within the budget; "
+    "loads at the read speed that call achieved"
+)
 
 CALIBRATION_BYTES = 128 << 20  # read per candidate and round when choosing how to read a weights file
 CALIBRATION_ROUNDS = 3  # a shared disk drifts between reads: judge each candidate by its median
@@ -50,7 +62,7 @@ class ReadMode:
         return f"{self.mode}, {self.threads} thread(s), {self.request_bytes >> 20} MiB reads ({self.reason}{speed})"
 
 
-_CHOSEN: dict[int, ReadMode] = {}  # st_dev -> the mode measured on that device
+_CHOSEN: dict[str, ReadMode] = {}  # device (major:minor) -> the mode measured on it, in this process
 
 
 def preferred_read_mode(results) -> tuple[object, str]:
@@ -83,23 +95,45 @@ def preferred_read_mode(results) -> tuple[object, str]:
     return deepest, reason
 
 
+def _measured_mode(path: str, key: str) -> ReadMode:
+    """Measures every candidate on `path`, takes the preferred one and remembers it for the device."""
+    measured = _core.measure_read_modes(path, CALIBRATION_BYTES, READ_CANDIDATES, CALIBRATION_ROUNDS)
+    best, reason = preferred_read_mode(measured.results)
+    # O_DIRECT is taken as "auto": it applies to a read whose destination and file
+    # offset agree modulo 4096 (loads place their buffers so), else the page cache.
+    mode = "auto" if best.mode == "direct" else best.mode
+    chosen = ReadMode(mode, best.threads, best.request_bytes, best.gigabytes_per_second, reason)
+    remember(key, vars(chosen))
+    return chosen
+
+
+def _remembered_mode(key: str) -> ReadMode | None:
+    entry = remembered(key)
+    if entry is None:
+        return None
+    try:
+        measured_on = time.strftime("%Y-%m-%d %H:%M", time.localtime(entry["measured_at"]))
+        reason = f"{entry['reason']}; measured {measured_on}, cached"
+        return ReadMode(
+            str(entry["mode"]), int(entry["threads"]), int(entry["request_bytes"]), entry["measured_gbps"], reason
+        )
+    except (KeyError, TypeError, ValueError):
+        return None  # a damaged entry: measured again, and overwritten
+
+
 def choose_read_mode(path: str, streamed_bytes: int, depth: int | None, budget_bytes: int | None = None) -> ReadMode:
     """How to read `path`, with its measured speed: the fastest median of buffered and O_DIRECT
-    at 2, 4 and 8 threads (page cache dropped before each read), measured once per device and
-    process when the plan streams enough to matter and the measurement's buffer takes at
-    most a quarter of `budget_bytes` of RAM; else, or with an explicit `depth`, one quick
+    at 2, 4 and 8 threads (page cache dropped before each read), measured once per device
+    (and remembered across processes: storage/read_mode_cache.py) when the plan streams
+    enough to matter and the measurement's buffer takes at most a quarter of
+    `budget_bytes` of RAM; else, or with an explicit `depth`, one quick
     measurement of the mode used, for the simulator."""
     fits = budget_bytes is None or CALIBRATION_BYTES <= budget_bytes // 4
     large = streamed_bytes >= 4 * CALIBRATION_BYTES and os.path.getsize(path) >= CALIBRATION_BYTES
     if depth is None and fits and large:
-        key = os.stat(path).st_dev
+        key = device_key(path)
         if key not in _CHOSEN:
-            measured = _core.measure_read_modes(path, CALIBRATION_BYTES, READ_CANDIDATES, CALIBRATION_ROUNDS)
-            best, reason = preferred_read_mode(measured.results)
-            # O_DIRECT is taken as "auto": it applies to a read whose destination and file
-            # offset agree modulo 4096 (loads place their buffers so), else the page cache.
-            mode = "auto" if best.mode == "direct" else best.mode
-            _CHOSEN[key] = ReadMode(mode, best.threads, best.request_bytes, best.gigabytes_per_second, reason)
+            _CHOSEN[key] = _remembered_mode(key) or _measured_mode(path, key)
         return _CHOSEN[key]
     threads = depth if depth is not None else 4
     reason = (
@@ -168,11 +202,19 @@ def verify_weights(weights: WeightsOnDisk) -> None:
 
 
 def stream_weights(
-    program, regions, weights: WeightsOnDisk, config, cpu_slots: int, verify: bool, budget_bytes: int | None = None
+    program,
+    regions,
+    weights: WeightsOnDisk,
+    config,
+    cpu_slots: int,
+    verify: bool,
+    budget_bytes: int | None = None,
+    example: list | None = None,
 ) -> PlaneProgram:
     """The streamed program of `program` within `budget_bytes` of RAM (default:
     config.ram_budget_bytes), its residents loaded; raises MemoryCapacityError (before
-    anything runs) when no plan fits."""
+    anything runs) when no plan fits. With `example` (flat inputs), its predictions come
+    from a profiling call (see streamed_profile.py) where one is quick enough."""
     budget = budget_bytes if budget_bytes is not None else config.ram_budget_bytes
     runner = ProgramRunner(program, regions)
     names = [region.name for region in regions]
@@ -180,15 +222,14 @@ def stream_weights(
     largest = max(weights.files, key=lambda file: file.size).path
     reads = choose_read_mode(largest, weights.nbytes - budget, config.io_queue_depth, budget)
     # The largest prefetch distance that fits: on the disks measured here, more reads in
-    # flight beat keeping a little more resident (bench/streaming.py). The simulator then
-    # predicts the chosen program: regions at their roofline (a measured GEMM rate and
-    # memory bandwidth), the disk as one shared resource reading one load at a time at its
-    # measured bandwidth (the program that runs keeps several in flight).
+    # flight beat keeping a little more resident (bench/streaming.py). The simulator
+    # models the disk as one shared resource reading one load at a time at its measured
+    # bandwidth (the program that runs keeps several in flight).
     distances = [config.prefetch_distance] if config.prefetch_distance is not None else [2, 1, 0]
-    best, failure = None, None
+    chosen, failure = None, None
     for distance in distances:
         try:
-            candidate = plan_streaming(
+            chosen = plan_streaming(
                 runner,
                 names,
                 weights,
@@ -198,15 +239,11 @@ def stream_weights(
                 allow_streaming=config.allow_disk_streaming,
                 activation_budget=config.activation_budget_bytes,
             )
+            break
         except MemoryCapacityError as error:
             failure = error
-            continue
-        region_seconds = [roofline_seconds(r, cost) for r, cost in zip(regions, region_costs(regions))]
-        best = (candidate, simulate_plan(candidate, region_seconds, (reads.measured_gbps or 1.0) * 1e9))
-        break
-    if best is None:
+    if chosen is None:
         raise failure
-    plan = with_io_depth(best[0], runner, weights, cpu_slots, reads.threads, best[1], config.activation_budget_bytes)
     if verify:
         verify_weights(weights)
     io = _core.IoEngine(
@@ -215,7 +252,25 @@ def stream_weights(
     log.info("weights are read %s", reads.describe())
     if io.direct_fallback_reason:
         log.info("some reads go through the page cache: %s", io.direct_fallback_reason)
-    return PlaneProgram(runner, plan, weights, io, reads.describe(), spill_dir_for(plan, config))
+    spill_dir = spill_dir_for(chosen, config)
+
+    def deeper(simulated) -> LoweredProgram:
+        return with_io_depth(
+            chosen, runner, weights, cpu_slots, reads.threads, simulated, config.activation_budget_bytes
+        )
+
+    # First at their roofline (a measured GEMM rate and memory bandwidth), loads at the
+    # calibration's read speed; then, where a call is quick enough, as a profiling call ran.
+    roofline = [roofline_seconds(r, cost) for r, cost in zip(regions, region_costs(regions))]
+    simulated = simulate_plan(chosen, roofline, (reads.measured_gbps or 1.0) * 1e9)
+    costs = ROOFLINE_COSTS
+    if example is not None and simulated.makespan_s <= PROFILE_LIMIT_S:
+        stall = config.stall_timeout_s
+        measured = profile_streamed(runner, deeper(simulated), weights, io, example, spill_dir, stall)
+        speed = measured.read_bytes_per_s or (reads.measured_gbps or 1.0) * 1e9
+        simulated = simulate_plan(chosen, measured.region_seconds, speed)
+        costs = PROFILED_COSTS
+    return PlaneProgram(runner, deeper(simulated), weights, io, reads.describe(), spill_dir, costs)
 
 
 def stream_from_cache(program, regions, config, budgets, cpu_slots: int) -> PlaneProgram:

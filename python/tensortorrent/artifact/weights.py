@@ -39,17 +39,24 @@ SAFETENSORS_DTYPES = {
 _DTYPE_NAMES = {dtype: name for name, dtype in SAFETENSORS_DTYPES.items()}
 
 
-def save_weights(bound: list[BoundTensor], path: str, on_disk: WeightsOnDisk | None = None) -> list[dict[str, Any]]:
+def save_weights(
+    bound: list[BoundTensor], path: str, on_disk: WeightsOnDisk | None = None, by_reference: bool = False
+) -> list[dict[str, Any]]:
     """Writes each bound tensor once (tied names share it); returns the manifest's entries.
 
     A bound tensor on the meta device has its bytes on disk (`on_disk`: a checkpoint's or
     an artifact's file ranges): they are read when written, one tensor at a time, so that
-    saving holds at most the largest tensor in memory.
+    saving holds at most the largest tensor in memory. With `by_reference`, those are not
+    written: their entries record their ranges instead (see weight_references.py).
     """
     tensors: dict[str, torch.Tensor] = {}
     storages: set[int] = set()
     slot_of: dict[str, int] = {}
+    references: dict[str, WeightRange] = {}
     for tensor in bound:
+        if by_reference and on_disk is not None and tensor.slot in on_disk.ranges:
+            references[tensor.names[0]] = on_disk.ranges[tensor.slot]
+            continue
         value = tensor.tensor.detach()
         if value.is_meta:
             if on_disk is None or tensor.slot not in on_disk.ranges:
@@ -73,16 +80,32 @@ def save_weights(bound: list[BoundTensor], path: str, on_disk: WeightsOnDisk | N
         return value
 
     write_safetensors(tensors, path, bytes_of)
-    return [
-        {
-            "key": tensor.names[0],
+    checksums.update((key, place.crc32c) for key, place in references.items())
+    entries = []
+    for tensor in bound:
+        key = tensor.names[0]
+        entry = {
+            "key": key,
             "names": list(tensor.names),
             "kind": tensor.kind,
             "requires_grad": bool(tensor.tensor.requires_grad),
-            "crc32c": checksums[tensor.names[0]],
+            "crc32c": checksums[key],
         }
-        for tensor in bound
-    ]
+        if key in references:
+            entry["reference"] = reference_entry(references[key])
+        entries.append(entry)
+    return entries
+
+
+def reference_entry(place: WeightRange) -> dict[str, Any]:
+    """A tensor's range in a file the artifact references, for its manifest entry."""
+    return {
+        "file": place.file,
+        "offset": place.offset,
+        "nbytes": place.nbytes,
+        "dtype": _DTYPE_NAMES[place.dtype],
+        "shape": list(place.shape),
+    }
 
 
 def read_range(on_disk: WeightsOnDisk, place: WeightRange, name: str) -> torch.Tensor:

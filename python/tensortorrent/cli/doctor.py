@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import time
 from typing import Any
 
 import torch
@@ -17,6 +18,7 @@ from ..hardware.budgets import spill_root
 from ..hardware.devices import absent_kinds, measure_host_to_device_bandwidth
 from ..hardware.host import probe
 from ..observe.units import format_bytes
+from ..storage.read_mode_cache import cached_read_modes
 from ..version import __version__
 
 BANDWIDTH_PROBE_BYTES = 64 << 20
@@ -54,6 +56,7 @@ def report(measure_bandwidth: bool = True, measure_h2d: bool = False) -> dict[st
         "absent": absent_kinds(devices),
         "budgets": [vars(b) for b in (budgets.ram, *budgets.devices.values(), budgets.disk, budgets.cpus)],
         "disk": disk,
+        "read_modes": cached_read_modes(),
         "checks": checks,
         "healthy": all(c["ok"] for c in checks),
     }
@@ -151,6 +154,12 @@ def print_report(data: dict[str, Any]) -> None:
         how = "O_DIRECT" if disk["read_direct"] else "buffered, cache dropped"
         console.print(
             f"spill directory {disk['path']}: reads {format_bytes(int(disk['read_bytes_per_second']))}/s ({how})"
+        )
+    for device, entry in sorted(data["read_modes"].items()):
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(entry.get("measured_at", 0)))
+        console.print(
+            f"weights on device {device} read {entry.get('mode')} with {entry.get('threads')} thread(s) at "
+            f"{entry.get('measured_gbps') or 0:.2f} GB/s (measured by a streaming compile {when}, cached)"
         )
     checks = Table(title="Checks")
     for column in ("check", "result", "detail"):

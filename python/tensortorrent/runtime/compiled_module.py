@@ -48,10 +48,10 @@ class ArtifactParts:
 
 
 # The artifact package registers its writer here, so this module never imports it.
-_SAVER: Callable[[ArtifactParts, str | os.PathLike], str] | None = None
+_SAVER: Callable[[ArtifactParts, str | os.PathLike, str], str] | None = None
 
 
-def register_saver(save: Callable[[ArtifactParts, str | os.PathLike], str]) -> None:
+def register_saver(save: Callable[[ArtifactParts, str | os.PathLike, str], str]) -> None:
     """Sets what compiled.save() calls (tensortorrent.artifact does, on import)."""
     global _SAVER
     _SAVER = save
@@ -270,11 +270,14 @@ class CompiledModule(nn.Module):
         """Per region: FLOPs, output bytes and measured CPU seconds (None until profiled)."""
         return list(self._costs)
 
-    def save(self, path: str | os.PathLike) -> str:
-        """Writes this compiled program as an artifact directory (see tt.load_compiled)."""
+    def save(self, path: str | os.PathLike, weights: str = "copy") -> str:
+        """Writes this compiled program as an artifact directory (see tt.load_compiled).
+        `weights`: "copy" (the default) writes the weights into it; "reference", for weights
+        read from files (a checkpoint), records those files and the tensors' places in them
+        instead, and loading checks that they are still there, unchanged."""
         if _SAVER is None:
             raise UnsupportedError("save: artifact support is not loaded (import tensortorrent)")
-        return _SAVER(self.artifact_parts(), path)
+        return _SAVER(self.artifact_parts(), path, weights)
 
     def artifact_parts(self) -> ArtifactParts:
         """What an artifact of this module holds: the program, plan and their descriptions."""

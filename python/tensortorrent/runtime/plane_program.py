@@ -37,17 +37,20 @@ class PlaneProgram:
         io: _core.IoEngine | None = None,
         reads: str = "",
         spill_dir: str = "",
+        costs: str = "",
     ) -> None:
         """`weights` and `io`: the files the weights stream from and the engine reading them
         (`reads` says how it reads, for explain()); None when the weights are the model's
         own tensors in memory. `spill_dir`: where a plan that spills activations writes
         them (storage/spill_dir.py); its spills and reloads share `io`, or an engine of
-        their own when the weights are in memory."""
+        their own when the weights are in memory. `costs` says where the predictions'
+        figures came from, for explain()."""
         self.runner = runner
         self.plan = plan
         self.weights = weights
         self.io = io
         self.reads = reads
+        self.costs = costs
         program = plan.program
         queues = program.queues
         # The caller's thread computes too; each virtual device's regions need a thread of their own.
@@ -137,8 +140,7 @@ class PlaneProgram:
             *self._file_lines(),
             f"  prefetch distance: {plan.prefetch} (the largest of 2, 1, 0 that fits, or as configured); "
             f"loads in flight: {program.queues[1].capacity}; reads: {self.reads}",
-            f"  predicted per call: {self.predicted_s() * 1e3:.2f} ms (the simulator; regions at their roofline "
-            "from a measured GEMM rate and memory bandwidth, loads at the measured read speed)",
+            f"  predicted per call: {self.predicted_s() * 1e3:.2f} ms (the simulator; {self.costs})",
             f"  resident: {len(plan.resident)} tensor(s), {format_bytes(resident)}, loaded once into the core's arena",
             f"  streamed: {sum(len(w) for w in plan.streamed.values())} tensor(s) of {len(plan.streamed)} region(s), "
             f"{format_bytes(plan.streamed_bytes)} read on every call",

@@ -1,0 +1,67 @@
+"""How to read each disk, as a streaming compile measured it, remembered across processes.
+
+Measuring takes seconds (every candidate mode and depth, several rounds), so the result
+is kept per device (its major:minor number) in `<spill root>/read-modes.json` for a week
+and for this version of tensortorrent; `tensortorrent doctor` lists it. TT_READ_MODE_CACHE=0
+measures again in every process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Any
+
+from ..config import env_flag
+from ..files import write_text_atomically
+from ..hardware.budgets import spill_root
+from ..version import __version__
+
+CACHE_FILE = "read-modes.json"
+MAX_AGE_S = 7 * 24 * 3600
+
+
+def device_key(path: str) -> str:
+    """The device a file lives on, as `major:minor`."""
+    device = os.stat(path).st_dev
+    return f"{os.major(device)}:{os.minor(device)}"
+
+
+def cache_path() -> str:
+    return os.path.join(spill_root(None), CACHE_FILE)
+
+
+def remembered(key: str) -> dict[str, Any] | None:
+    """The entry measured on device `key`, unless it is older than MAX_AGE_S, from another
+    version, or the cache is off."""
+    if env_flag("TT_READ_MODE_CACHE") is False:
+        return None
+    entry = cached_read_modes().get(key)
+    if not isinstance(entry, dict) or entry.get("tensortorrent") != __version__:
+        return None
+    fresh = time.time() - float(entry.get("measured_at", 0)) < MAX_AGE_S
+    return entry if fresh else None
+
+
+def remember(key: str, entry: dict[str, Any]) -> None:
+    """Records what was measured on device `key` (a failure to write is not an error: the
+    next process measures again)."""
+    if env_flag("TT_READ_MODE_CACHE") is False:
+        return
+    entries = cached_read_modes()
+    entries[key] = entry | {"measured_at": time.time(), "tensortorrent": __version__}
+    try:
+        write_text_atomically(cache_path(), json.dumps(entries, indent=2) + "\n")
+    except OSError:
+        pass
+
+
+def cached_read_modes() -> dict[str, Any]:
+    """Every cached entry by device; {} when there is no readable cache."""
+    try:
+        with open(cache_path(), encoding="utf-8") as handle:
+            entries = json.load(handle)
+    except (OSError, ValueError):
+        return {}
+    return entries if isinstance(entries, dict) else {}
