@@ -16,7 +16,7 @@ from ..errors import ArtifactError, InvalidArgumentError, TensorTorrentError
 from ..hardware import hardware_fingerprint, resolve_budgets
 from ..partition import parameter_owners, partition, regions_from_names
 from ..planning import build_plan, plan_from_json
-from ..planning.lowering import WeightsOnDisk
+from ..planning.weights_on_disk import WeightsOnDisk
 from ..runtime import CompiledModule
 from .integrity import list_files, read_file, read_integrity
 from .layout import MANIFEST, check_manifest

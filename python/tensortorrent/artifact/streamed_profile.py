@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 from .. import _core
 from ..files import drop_page_cache
-from ..planning.lowering import LoweredProgram, WeightsOnDisk
+from ..planning.lowering import LoweredProgram
+from ..planning.weights_on_disk import WeightsOnDisk
 from ..runtime.plane_program import PlaneProgram
 from ..runtime.program_runner import ProgramRunner
 

@@ -19,7 +19,8 @@ from .. import _core
 from ..errors import DataCorruptionError, MemoryCapacityError
 from ..planning.costs import region_costs, roofline_seconds
 from ..planning.lowering import LoweredProgram
-from ..planning.streaming import WeightFile, WeightRange, WeightsOnDisk, plan_streaming, simulate_plan, with_io_depth
+from ..planning.streaming import plan_streaming, simulate_plan, with_io_depth
+from ..planning.weights_on_disk import WeightFile, WeightRange, WeightsOnDisk
 from ..runtime.plane_program import PlaneProgram
 from ..runtime.program_runner import ProgramRunner
 from ..storage.read_mode_cache import device_key, remember, remembered

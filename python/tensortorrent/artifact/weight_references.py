@@ -8,7 +8,7 @@ import os
 from typing import Any
 
 from ..errors import ArtifactError
-from ..planning.lowering import WeightFile, WeightRange, WeightsOnDisk
+from ..planning.weights_on_disk import WeightFile, WeightRange, WeightsOnDisk
 from .integrity import chunk_digests, digest_file
 from .weights import SAFETENSORS_DTYPES
 

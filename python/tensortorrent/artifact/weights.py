@@ -13,7 +13,7 @@ import torch
 from .. import _core
 from ..capture.program import BoundTensor
 from ..errors import ArtifactError, StorageError, UnsupportedError
-from ..planning.lowering import WeightRange, WeightsOnDisk
+from ..planning.weights_on_disk import WeightRange, WeightsOnDisk
 
 # Where a tensor's bytes start decides which BLAS kernel torch picks, and kernels round
 # differently: a loaded weight must be as aligned as torch's own allocations (64 bytes)

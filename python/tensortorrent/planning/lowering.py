@@ -31,7 +31,6 @@ Rules, in generation order (region by region, in topological order):
 
 from __future__ import annotations
 
-import bisect
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -39,62 +38,13 @@ from dataclasses import dataclass, field, replace
 import torch
 
 from .. import _core
-from ..errors import MemoryCapacityError
-from ..observe.units import format_bytes
-from .machine import RAM, PlanMachine
+from .activation_spill import ActivationSpill
+from .machine import CPU_QUEUE, IO_QUEUE, RAM, PlanMachine
+from .weights_on_disk import LOAD_ALIGNMENT, WeightsOnDisk, load_phase
 
 K = _core.InstructionKind
 LIFE = _core.BufferLifetime
 UNBOUNDED = 1 << 62  # bytes: a capacity that never binds
-# A buffer a Load writes agrees with its file offset modulo 4 KiB (on a 4 KiB boundary for
-# the artifact and cache files, which align their large tensors so; at the same phase for a
-# checkpoint's), so that the read's aligned middle skips the page cache (O_DIRECT).
-LOAD_ALIGNMENT = 4096
-CPU_QUEUE, IO_QUEUE = 0, 1
-
-
-class ActivationBudgetError(MemoryCapacityError):
-    """A region's own inputs and outputs exceed the activation budget: no choice of what
-    streams or stays resident makes room for them."""
-
-
-@dataclass(frozen=True)
-class WeightRange:
-    """Where a bound tensor's bytes are on disk."""
-
-    offset: int  # absolute, in the file
-    nbytes: int
-    dtype: torch.dtype
-    shape: tuple[int, ...]
-    crc32c: int = -1  # the range's own checksum, checked by every load of it; -1: none recorded
-    file: int = 0  # index in WeightsOnDisk.files
-
-
-@dataclass(frozen=True)
-class WeightFile:
-    """One file weights are read from, with the chunk digests that verify it whole."""
-
-    path: str  # absolute
-    size: int
-    chunk_bytes: int = 0  # 0: no digests
-    chunk_sha256: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class WeightsOnDisk:
-    """Where the bound tensors that live on disk are: an artifact's or the weights cache's
-    one file, or a checkpoint's shards. Bound slots absent from `ranges` stay the
-    program's own tensors in RAM (a buffer computed at compile time, say)."""
-
-    files: tuple[WeightFile, ...]
-    ranges: dict[int, WeightRange]  # bound slot -> its bytes
-
-    @property
-    def nbytes(self) -> int:
-        return sum(place.nbytes for place in self.ranges.values())
-
-    def path_of(self, place: WeightRange) -> str:
-        return self.files[place.file].path
 
 
 @dataclass(frozen=True)
@@ -154,13 +104,6 @@ class LoweredProgram:
         return replace(self, program=rebuilt)
 
 
-def load_phase(place: WeightRange) -> int:
-    """Where in its 4 KiB a buffer that a Load of `place` writes starts: as the file offset
-    does, unless that would misalign the tensor's elements (then the read is buffered)."""
-    phase = place.offset % LOAD_ALIGNMENT
-    return phase if phase % place.dtype.itemsize == 0 else 0
-
-
 def _timed(i: _core.Instruction, start_us: float, end_us: float) -> _core.Instruction:
     """A copy of instruction `i` predicted to run from start_us to end_us."""
     return _core.Instruction(
@@ -212,8 +155,10 @@ def lower(
     outputs held in RAM at once (CPU regions), the rest spilled. Raises
     MemoryCapacityError when the memory plan exceeds a capacity (from the core) or a
     region's own inputs and outputs exceed the activation budget."""
-    lowering = _Lowering(runner, region_names, machine, devices, resident, compute_s, prefetch, weights, streamed)
-    return lowering.with_activation_budget(activation_budget).run(cpu_slots, io_depth, capacities)
+    lowering = _Lowering(
+        runner, region_names, machine, devices, resident, compute_s, prefetch, weights, streamed, activation_budget
+    )
+    return lowering.run(cpu_slots, io_depth, capacities)
 
 
 @dataclass
@@ -229,8 +174,10 @@ class _Op:
     region: int = -1
 
 
-class _Lowering:
-    def __init__(self, runner, names, machine, devices, resident, compute_s, prefetch, weights, streamed) -> None:
+class _Lowering(ActivationSpill):
+    def __init__(
+        self, runner, names, machine, devices, resident, compute_s, prefetch, weights, streamed, activation_budget
+    ) -> None:
         self.runner, self.names, self.machine = runner, list(names), machine
         self.devices, self.resident, self.compute_s = list(devices), list(resident), compute_s
         self.prefetch, self.weights = prefetch, weights
@@ -256,19 +203,7 @@ class _Lowering:
         self.disk_resident: dict[int, int] = {}
         self.disk_streamed: dict[int, list[StreamedWeight]] = {}
         self.loaded_slot: dict[int, int] = {}  # buffer a Load writes -> the bound slot it holds
-        self.activation_budget: int | None = None
-        self.uses: dict[int, list[int]] = {}  # activation slot -> the regions that read it, in order
-        self.returned: set[int] = set()  # slots the model returns or writes back
-        self.spilled: dict[int, int] = {}  # slot -> its buffer in the spill file
-        self.in_ram: set[int] = set()  # activations whose value is in RAM now (in generation order)
-
-    def with_activation_budget(self, budget: int | None) -> _Lowering:
-        if budget is not None:
-            if any(self.virtual):
-                raise AssertionError("activations spill from CPU regions only")
-            self.activation_budget = budget
-            self.disk_tier = len(self.machine.tier_names)
-        return self
+        self.init_activation_spill(activation_budget)
 
     # Building blocks -------------------------------------------------------------------
 
@@ -298,6 +233,11 @@ class _Lowering:
         for buffer in op.writes:
             self.producer[buffer] = ident
         return ident
+
+    def emit_io(self, kind, source: int, target: int, label: str) -> None:
+        """One buffer spilled or reloaded on the I/O queue once `source` is written (timed
+        by the disk's speed)."""
+        self.emit(_Op(kind, IO_QUEUE, [source], [target], {self.producer[source]}, label, -1.0))
 
     def tier_of(self, region: int) -> int:
         return self.machine.devices[self.devices[region]].tier
@@ -450,95 +390,6 @@ class _Lowering:
             self.loaded_slot[target] = slot
             loaded[slot] = target
         return loaded
-
-    # Activations spilled -----------------------------------------------------------------
-
-    def next_use(self, slot: int, region: int) -> int | None:
-        """The first region from `region` on that reads `slot`: the region count for a value
-        returned at the end; None when nothing reads it any more."""
-        later = bisect.bisect_left(self.uses[slot], region)
-        if later < len(self.uses[slot]):
-            return self.uses[slot][later]
-        return len(self.runner.kernels) if slot in self.returned else None
-
-    def make_room(self, region: int) -> None:
-        """Before `region` computes: its spilled inputs reloaded and the activations beyond
-        the budget spilled; the next region's spilled inputs reloaded too where they fit."""
-        kernels = self.runner.kernels
-        self.in_ram = {s for s in self.in_ram if self.next_use(s, region) is not None}
-        needed = {s for s in kernels[region].in_slots if s in self.uses}
-        made = sum(self.size(s) for s in dict.fromkeys(kernels[region].out_slots))
-        if not self.fit(region, region, needed, made):
-            raise AssertionError(f"region {region}'s working set was checked to fit the activation budget")
-        for slot in sorted(needed - self.in_ram):
-            self.reload(slot)
-        if region + 1 < len(kernels):
-            ahead = {s for s in kernels[region + 1].in_slots if s in self.spilled and s not in self.in_ram}
-            if ahead and self.fit(region, region + 1, needed | ahead, made):
-                for slot in sorted(ahead):
-                    self.reload(slot)
-
-    def fit(self, region: int, horizon: int, keep: set[int], extra: int) -> bool:
-        """Spills activations first read after `horizon`, furthest first (Belady's rule),
-        until those in RAM with `keep` and `extra` bytes fit the budget; False, spilling
-        nothing, when they cannot."""
-        total = sum(self.size(s) for s in self.in_ram | keep) + extra
-        later = sorted(
-            (s for s in self.in_ram - keep if self.next_use(s, region) > horizon),
-            key=lambda s: (-self.next_use(s, region), s),
-        )
-        victims = []
-        for slot in later:
-            if total <= self.activation_budget:
-                break
-            victims.append(slot)
-            total -= self.size(slot)
-        if total > self.activation_budget:
-            return False
-        for slot in victims:
-            self.spill(slot)
-        return True
-
-    def spill(self, slot: int) -> None:
-        """Drops `slot`'s value from RAM, writing it to the spill file unless it is there already."""
-        source = self.on_tier.pop((slot, RAM))
-        self.in_ram.discard(slot)
-        if slot in self.spilled:
-            return
-        nbytes = self.size(slot)
-        target = self.buffer(self.disk_tier, None, LIFE.Transient, f"spilled {slot}", nbytes=nbytes)
-        self.emit(_Op(K.Spill, IO_QUEUE, [source], [target], {self.producer[source]}, f"spill {slot}", -1.0))
-        self.spilled[slot] = target
-
-    def reload(self, slot: int) -> None:
-        source = self.spilled[slot]
-        target = self.buffer(RAM, slot, LIFE.Transient, f"reloaded {slot}")
-        self.emit(_Op(K.Reload, IO_QUEUE, [source], [target], {self.producer[source]}, f"reload {slot}", -1.0))
-        self.in_ram.add(slot)
-
-    def track_activations(self) -> None:
-        """Which values count against the activation budget (region outputs with bytes),
-        and the regions that read each."""
-        runner = self.runner
-        self.uses = {s: [] for k in runner.kernels for s in k.out_slots if self.size(s) > 0}
-        for region, kernel in enumerate(runner.kernels):
-            for slot in dict.fromkeys(kernel.in_slots):
-                if slot in self.uses:
-                    self.uses[slot].append(region)
-        self.returned = {slot for slot, _ in runner.outputs if slot is not None} | {s for s, _ in runner.mutations}
-        working = [
-            sum(self.size(s) for s in dict.fromkeys(k.in_slots) if s in self.uses)
-            + sum(self.size(s) for s in dict.fromkeys(k.out_slots))
-            for k in runner.kernels
-        ]
-        largest = max(range(len(working)), key=working.__getitem__, default=None)
-        budget = self.activation_budget
-        if largest is not None and working[largest] > budget:
-            raise ActivationBudgetError(
-                f"activation_budget_bytes={budget} ({format_bytes(budget)}) is below the largest working set of a "
-                f"region: {self.names[largest]!r} reads and writes {working[largest]} bytes "
-                f"({format_bytes(working[largest])}) of activations, which must all be in RAM while it computes"
-            )
 
     # The program -----------------------------------------------------------------------
 

@@ -17,6 +17,7 @@ from ..hardware.virtual import VirtualDevice
 log = logging.getLogger(__name__)
 
 RAM = 0  # tier index of host RAM
+CPU_QUEUE, IO_QUEUE = 0, 1  # queue indices of the CPU's compute slots and the I/O engine, in every program
 
 
 @dataclass(frozen=True)

@@ -14,19 +14,12 @@ from collections.abc import Sequence
 from .. import _core
 from ..errors import MemoryCapacityError
 from ..observe.units import format_bytes
-from .lowering import (
-    UNBOUNDED,
-    ActivationBudgetError,
-    LoweredProgram,
-    WeightFile,
-    WeightRange,
-    WeightsOnDisk,
-    lower,
-    simulated_us,
-)
+from .activation_spill import ActivationBudgetError
+from .lowering import UNBOUNDED, LoweredProgram, lower, simulated_us
 from .machine import PlanDevice, PlanMachine
+from .weights_on_disk import WeightsOnDisk
 
-__all__ = ["UNBOUNDED", "WeightFile", "WeightRange", "WeightsOnDisk", "cpu_program", "in_memory_plan", "plan_streaming"]
+__all__ = ["UNBOUNDED", "cpu_program", "in_memory_plan", "plan_streaming"]
 
 CPU_ONLY = PlanMachine((PlanDevice("cpu", None, 0),), UNBOUNDED)
 

@@ -23,10 +23,10 @@ from ..observe.explain import explain
 from ..partition import Region
 from ..planning import ExecutionPlan
 from ..planning.costs import RegionCost, measure_cpu_seconds, region_costs
-from ..planning.lowering import WeightsOnDisk
 from ..planning.plan import usable_cores
 from ..planning.profile_cache import PROFILES
 from ..planning.streaming import in_memory_plan
+from ..planning.weights_on_disk import WeightsOnDisk
 from ..storage.spill_dir import spill_dir_for
 from .call_handle import CallHandle
 from .plane_program import PlaneProgram

@@ -17,7 +17,8 @@ import torch
 
 from .. import _core
 from ..observe.units import format_bytes
-from ..planning.lowering import UNBOUNDED, LoweredProgram, WeightsOnDisk
+from ..planning.lowering import UNBOUNDED, LoweredProgram
+from ..planning.weights_on_disk import WeightsOnDisk
 from .plane_call import PlaneCall, compute_steps
 from .program_runner import ProgramRunner
 

@@ -8,7 +8,7 @@ import torch
 
 from .. import _core
 from ..capture.program import NormalizedProgram
-from ..planning.streaming import WeightFile, WeightRange, WeightsOnDisk
+from ..planning.weights_on_disk import WeightFile, WeightRange, WeightsOnDisk
 from .checkpoint import Checkpoint
 from .name_matching import match_checkpoint
 
