@@ -1,10 +1,12 @@
 """Suite S2 on checkpoints: every system on each workload, each in its own process, against the bound.
 
-For each workload (s2_workloads.py): its checkpoint is written, the best plain read
-bandwidth of its largest file is measured (as streaming.py part 1 measures it), then
-each system (s2_system.py) runs in a fresh process under the same RAM budget (half the
-weights). The bound is max(T_compute, N / B_best): T_compute the all-in-RAM eager time,
-N the bytes TensorTorrent reads per forward, B_best that file's best plain read.
+For each workload (s2_workloads.py): its checkpoint is written, then each system
+(s2_system.py) runs in a fresh process under the same RAM budget (half the weights). The
+best plain read bandwidth of its largest file is measured (as streaming.py part 1
+measures it) just before and just after TensorTorrent's process: this disk's speed
+drifts by more than 2x within minutes, so the bound is measured when TensorTorrent reads.
+The bound is max(T_compute, N / B_best): T_compute the all-in-RAM eager time, N the
+bytes TensorTorrent reads per forward, B_best that file's best plain read.
 """
 
 from __future__ import annotations
@@ -23,6 +25,18 @@ from s2_workloads import weight_files, workloads, write_checkpoint
 SYSTEMS = ("eager", "tensortorrent", "accelerate", "mmap")
 BENCH = Path(__file__).resolve().parent
 READ_BYTES = 1 << 30  # of the largest checkpoint file, per read system and round
+READ_ROUNDS = 2  # before TensorTorrent's process, and again after it
+
+
+def merged_reads(before: dict, after: dict) -> dict:
+    """Two rounds of streaming.plain_reads as one: every candidate judged by the median of all its samples."""
+    samples = {n: before["plain_gbps"][n]["samples"] + after["plain_gbps"][n]["samples"] for n in before["plain_gbps"]}
+    medians = {n: statistics.median(v) for n, v in samples.items() if all(x == x for x in v)}
+    best = max(medians, key=medians.get)
+    summaries = {
+        n: {"median": statistics.median(v), "min": min(v), "max": max(v), "samples": v} for n, v in samples.items()
+    }
+    return {**before, "plain_gbps": summaries, "best_plain": best, "best_plain_gbps": medians[best]}
 
 
 def run_system(system: str, workload, checkpoint: str, budget: int, runs: int, scratch: str, quick: bool) -> dict:
@@ -42,12 +56,15 @@ def bench_workload(workload, directory: str, runs: int, quick: bool, plain_reads
     weight_bytes = sum(os.path.getsize(f) for f in files)
     budget = weight_bytes // 2
     largest = max(files, key=os.path.getsize)
-    reads = plain_reads(largest, min(READ_BYTES, os.path.getsize(largest) // 4096 * 4096), 3)
-    best_gbps = reads["best_plain_gbps"]
+    read_bytes = min(READ_BYTES, os.path.getsize(largest) // 4096 * 4096)
     systems, outputs = {}, {}
     for system in SYSTEMS:
         scratch = os.path.join(directory, f"{workload.name}-{system}")
+        if system == "tensortorrent":
+            before = plain_reads(largest, read_bytes, READ_ROUNDS)
         result = run_system(system, workload, checkpoint, budget, runs, scratch, quick)
+        if system == "tensortorrent":
+            reads = merged_reads(before, plain_reads(largest, read_bytes, READ_ROUNDS))
         outputs[system] = torch.load(os.path.join(scratch, f"{system}.pt"))
         shutil.rmtree(scratch, ignore_errors=True)
         result["median_s"] = statistics.median(result["forward_s"])
@@ -55,7 +72,8 @@ def bench_workload(workload, directory: str, runs: int, quick: bool, plain_reads
     shutil.rmtree(checkpoint, ignore_errors=True)
     ours = systems["tensortorrent"]
     read_bytes = statistics.median(ours["bytes_read_per_forward"])
-    bound = max(systems["eager"]["median_s"], read_bytes / (best_gbps * 1e9))
+    bound = max(systems["eager"]["median_s"], read_bytes / (reads["best_plain_gbps"] * 1e9))
+    at_call_speed = [m / p for m, p in zip(ours["forward_s"], ours["predicted_at_call_speed_s"]) if p]
     for system, result in systems.items():
         result["over_bound"] = result["median_s"] / bound
         result["max_abs_error_vs_eager"] = float((outputs[system] - outputs["eager"]).abs().max())
@@ -70,6 +88,7 @@ def bench_workload(workload, directory: str, runs: int, quick: bool, plain_reads
         "tensortorrent_over_bound": ours["median_s"] / bound,
         "accelerate_over_tensortorrent": systems["accelerate"]["median_s"] / ours["median_s"],
         "measured_over_predicted": ours["median_s"] / ours["predicted_s"] if ours["predicted_s"] else None,
+        "measured_over_predicted_at_call_speed": statistics.median(at_call_speed) if at_call_speed else None,
     }
 
 
@@ -89,8 +108,15 @@ def describe(result: dict) -> list[str]:
             f"  {system:<13} {r['median_s'] * 1e3:8.0f} ms per forward ({r['over_bound']:.2f}x bound), "
             f"peak RSS {r['peak_rss_bytes'] / 2**30:.2f} GiB, max |diff| vs eager {r['max_abs_error_vs_eager']:.2e}"
         )
+    ours = result["systems"]["tensortorrent"]
+    speeds = ", ".join(f"{g:.2f}" for g in ours["read_gbps"] if g)
     lines.append(
         f"  tensortorrent {result['tensortorrent_over_bound']:.2f}x the bound; accelerate "
         f"{result['accelerate_over_tensortorrent']:.2f}x slower than tensortorrent"
+    )
+    lines.append(
+        f"  tensortorrent: {ours['layout']}; reads at {speeds} GB/s; measured/predicted "
+        f"{result['measured_over_predicted']:.2f} (predicted at compile), "
+        f"{result['measured_over_predicted_at_call_speed']:.2f} at each call's own read speed and compute"
     )
     return lines

@@ -7,7 +7,8 @@ SYSTEM: tensortorrent (weights read in place under the RAM budget), accelerate
 "disk"), mmap (eager over memory-mapped safetensors: the OS pages weights in) or eager
 (every weight in RAM: the compute floor). The page cache of every weight file the system
 reads (Accelerate's offload folder too) is dropped before each timed forward. Prints one
-JSON object: per-forward seconds, peak RSS, bytes TensorTorrent read; saves the output
+JSON object: per-forward seconds, peak RSS, bytes TensorTorrent read (and, per forward,
+its read speed and the simulator's time at that speed and its compute); saves the output
 as SCRATCH/SYSTEM.pt for the caller's parity check.
 """
 
@@ -109,7 +110,7 @@ def main() -> None:
     start = time.perf_counter()
     target, forward, files, maps = build(system, workload, directory, budget, scratch)
     setup_s = time.perf_counter() - start
-    times, reads = [], []
+    times, reads, read_gbps, predicted_at = [], [], [], []
     with torch.no_grad():
         output = forward()  # warm-up
         for _ in range(runs):
@@ -118,7 +119,10 @@ def main() -> None:
             output = forward()
             times.append(time.perf_counter() - start)
             if system == "tensortorrent":
-                reads.append(target.last_report.bytes_read)
+                report = target.last_report
+                reads.append(report.bytes_read)
+                read_gbps.append(report.bytes_read / report.read_us / 1e3 if report.read_us else None)
+                predicted_at.append(target._plane.predicted_at(report))
     logits = output if isinstance(output, torch.Tensor) else output["logits"]
     torch.save(logits, os.path.join(scratch, f"{system}.pt"))
     result = {
@@ -131,6 +135,11 @@ def main() -> None:
     }
     if system == "tensortorrent":
         result["predicted_s"] = target._plane.predicted_s()
+        # The simulator again at each timed call's own compute times and read speed: the
+        # model's error without the disk's drift between compile and call.
+        result["predicted_at_call_speed_s"] = predicted_at
+        result["read_gbps"] = read_gbps
+        result["layout"] = target._plane.layout
         result["prefetch_distance"] = target._plane.plan.prefetch
         result["reads"] = target._plane.reads
     print(json.dumps(result))

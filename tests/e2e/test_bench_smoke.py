@@ -71,10 +71,13 @@ def test_streaming_benchmark_quick_run(tmp_path):
     assert stream["max_abs_error"] < 1e-4
     assert stream["peak_ram_bytes"] <= stream["ram_budget_bytes"] < stream["weight_bytes"]
     assert stream["bytes_read_per_forward"] >= stream["weight_bytes"] - stream["ram_budget_bytes"]
+    assert stream["measured_over_predicted_at_call_speed"] > 0
     assert set(results["reads"]["plain_gbps"]) >= {"buffered_1", "buffered_8", "direct_1", "direct_8"}
     for workload in results["checkpoints"]:  # suite S2: every system on each checkpoint, in its own process
         systems = workload["systems"]
         assert set(systems) == {"eager", "tensortorrent", "accelerate", "mmap"}
         assert all(system["max_abs_error_vs_eager"] < 1e-4 for system in systems.values())
         assert workload["ram_budget_bytes"] < workload["weight_bytes"] and workload["bytes_read_per_forward"] > 0
+        assert workload["measured_over_predicted_at_call_speed"] > 0
+        assert len(workload["reads"]["plain_gbps"]["direct_2"]["samples"]) == 4, "two rounds before, two after"
     assert [p.name for p in tmp_path.iterdir()] == ["streaming.json"], "the scratch files are removed"

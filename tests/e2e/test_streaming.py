@@ -13,6 +13,13 @@ from torch import nn
 import tensortorrent as tt
 from conftest import eager_outputs, rss_growth
 from tensortorrent import _core
+from tensortorrent.planning.streaming import (
+    call_costs,
+    choose_disk_tier,
+    plan_streaming,
+    simulate_plan,
+    streamed_regions,
+)
 
 
 def deep_mlp(layers: int = 16, width: int = 128) -> nn.Module:
@@ -91,6 +98,57 @@ def test_the_io_engine_overlaps_reads_with_compute(mlp_artifact):
     compiled(x)
     report = compiled.last_report
     assert report.read_us > 0 and 0 <= report.read_overlapped_us <= report.read_us + 1e-6
+
+
+def test_streamed_regions_are_the_largest_then_spread_through_their_size_ending_with_the_last():
+    groups = [[10, 20], [1, 2, 3, 4, 5, 6, 7, 8]]  # two regions of one size, then eight smaller ones
+    assert streamed_regions(groups, 1, spread=True) == {20}
+    assert streamed_regions(groups, 1, spread=False) == {10}
+    assert streamed_regions(groups, 4, spread=True) == {10, 20, 4, 8}
+    assert streamed_regions(groups, 4, spread=False) == {10, 20, 1, 2}
+    assert streamed_regions(groups, 7, spread=True) == {10, 20, 1, 3, 4, 6, 8}
+    assert streamed_regions(groups, 10, spread=True) == {10, 20, *range(1, 9)}
+
+
+def test_the_planner_streams_the_layout_the_simulator_runs_fastest(mlp_artifact):
+    model, x, path = mlp_artifact
+    budget = weight_bytes(model) // 2
+    plane = streamed(path, budget)._plane
+    names = list(plane.plan.region_names)
+    layer_s = 64 * 1024 / 1e9 / 4  # every region computes for a quarter of a layer's read
+    seconds = [layer_s] * len(names)
+    args = (plane.runner, names, plane.weights, budget)
+    spread = plan_streaming(*args, 1, 2, spread=True)  # prefetch distance 1, 2 CPU slots
+    first = plan_streaming(*args, 1, 2, spread=False)
+    assert max(spread.streamed) == max(plane.runner.own_weights), "spread, the last layer streams"
+    assert spread.streamed_bytes == first.streamed_bytes
+    # Spread, the resident layers between streamed ones compute while the disk reads.
+    spread_s = simulate_plan(spread, seconds, 1e9).makespan_s
+    assert spread_s < simulate_plan(first, seconds, 1e9).makespan_s
+    chosen = choose_disk_tier(*args, 2, [1], seconds, (1e9, 1, 16 << 20))
+    assert set(chosen.plan.streamed) == set(spread.streamed) and chosen.simulated.makespan_s == spread_s
+    assert "spread through the program, prefetch distance 1: of 2 layout(s) that fit" in chosen.reason
+    # More reads in flight win over a faster simulation: the simulator gives one read the
+    # bandwidth that the engine measured with all its threads.
+    deep = choose_disk_tier(*args, 2, [0, 2], seconds, (1e9, 3, 16 << 20))
+    assert deep.plan.prefetch == 2
+
+
+def test_a_call_report_gives_each_region_its_compute_and_the_read_speed(mlp_artifact):
+    model, x, path = mlp_artifact
+    compiled = streamed(path, weight_bytes(model) // 2)
+    compiled(x)
+    report, plane = compiled.last_report, compiled._plane
+    measured = call_costs(report, plane.plan, len(plane.plan.region_names))
+    computes = [r for r in report.records if r.kind == "compute"]
+    assert len(computes) == len(plane.plan.region_names)
+    assert sum(measured.region_seconds) == pytest.approx(sum(r.end_us - r.start_us for r in computes) / 1e6)
+    assert sum(measured.region_seconds) > 0
+    assert measured.read_bytes_per_s == pytest.approx(report.bytes_read / (report.read_us / 1e6))
+    # The simulator at that call's own costs: at least its longest region, at most all of it in series.
+    again = plane.predicted_at(report)
+    assert max(measured.region_seconds) <= again
+    assert again <= sum(measured.region_seconds) + report.bytes_read / measured.read_bytes_per_s + 1e-6
 
 
 def streamable_transformer(name: str) -> nn.Module:

@@ -16,10 +16,10 @@ from typing import Any
 import torch
 
 from .. import _core
-from ..errors import DataCorruptionError, MemoryCapacityError
+from ..errors import DataCorruptionError
 from ..planning.costs import region_costs, roofline_seconds
 from ..planning.lowering import LoweredProgram
-from ..planning.streaming import plan_streaming, simulate_plan, with_io_depth
+from ..planning.streaming import choose_disk_tier, simulate_plan, with_io_depth
 from ..planning.weights_on_disk import WeightFile, WeightRange, WeightsOnDisk
 from ..runtime.plane_program import PlaneProgram
 from ..runtime.program_runner import ProgramRunner
@@ -222,29 +222,24 @@ def stream_weights(
     # How to read is measured first: its reads in flight are the program's I/O queue depth.
     largest = max(weights.files, key=lambda file: file.size).path
     reads = choose_read_mode(largest, weights.nbytes - budget, config.io_queue_depth, budget)
-    # The largest prefetch distance that fits: on the disks measured here, more reads in
-    # flight beat keeping a little more resident (bench/streaming.py). The simulator
-    # models the disk as one shared resource reading one load at a time at its measured
-    # bandwidth (the program that runs keeps several in flight).
+    # The simulator models the disk as one shared resource reading one load at a time at
+    # its measured bandwidth (the program that runs keeps several in flight); regions at
+    # their roofline (a measured GEMM rate and memory bandwidth).
     distances = [config.prefetch_distance] if config.prefetch_distance is not None else [2, 1, 0]
-    chosen, failure = None, None
-    for distance in distances:
-        try:
-            chosen = plan_streaming(
-                runner,
-                names,
-                weights,
-                budget,
-                distance,
-                cpu_slots,
-                allow_streaming=config.allow_disk_streaming,
-                activation_budget=config.activation_budget_bytes,
-            )
-            break
-        except MemoryCapacityError as error:
-            failure = error
-    if chosen is None:
-        raise failure
+    roofline = [roofline_seconds(r, cost) for r, cost in zip(regions, region_costs(regions))]
+    tier = choose_disk_tier(
+        runner,
+        names,
+        weights,
+        budget,
+        cpu_slots,
+        distances,
+        roofline,
+        ((reads.measured_gbps or 1.0) * 1e9, reads.threads, reads.request_bytes),
+        allow_streaming=config.allow_disk_streaming,
+        activation_budget=config.activation_budget_bytes,
+    )
+    chosen, simulated = tier.plan, tier.simulated
     if verify:
         verify_weights(weights)
     io = _core.IoEngine(
@@ -260,10 +255,7 @@ def stream_weights(
             chosen, runner, weights, cpu_slots, reads.threads, simulated, config.activation_budget_bytes
         )
 
-    # First at their roofline (a measured GEMM rate and memory bandwidth), loads at the
-    # calibration's read speed; then, where a call is quick enough, as a profiling call ran.
-    roofline = [roofline_seconds(r, cost) for r, cost in zip(regions, region_costs(regions))]
-    simulated = simulate_plan(chosen, roofline, (reads.measured_gbps or 1.0) * 1e9)
+    # Predicted at the roofline, or where a call is quick enough, as a profiling call ran.
     costs = ROOFLINE_COSTS
     if example is not None and simulated.makespan_s <= PROFILE_LIMIT_S:
         stall = config.stall_timeout_s
@@ -271,7 +263,7 @@ def stream_weights(
         speed = measured.read_bytes_per_s or (reads.measured_gbps or 1.0) * 1e9
         simulated = simulate_plan(chosen, measured.region_seconds, speed)
         costs = PROFILED_COSTS
-    return PlaneProgram(runner, deeper(simulated), weights, io, reads.describe(), spill_dir, costs)
+    return PlaneProgram(runner, deeper(simulated), weights, io, reads.describe(), spill_dir, costs, tier.reason)
 
 
 def stream_from_cache(program, regions, config, budgets, cpu_slots: int) -> PlaneProgram:

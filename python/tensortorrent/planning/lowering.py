@@ -71,6 +71,9 @@ class LoweredProgram:
     mutations: tuple[int, ...]  # per runner.mutations entry: the buffer in RAM written back into the model's
     resident: dict[int, int] = field(default_factory=dict)  # bound slot -> buffer loaded once from the file
     streamed: dict[int, tuple[StreamedWeight, ...]] = field(default_factory=dict)  # region -> weights loaded per call
+    # The program the simulator timed for this one, where this one keeps more loads in
+    # flight (planning/streaming.py: with_io_depth); None: this one.
+    timed_as: LoweredProgram | None = None
 
     @property
     def budget_bytes(self) -> int:

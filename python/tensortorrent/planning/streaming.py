@@ -9,7 +9,9 @@ The CPU is the one-tier case of the lowering: every region computes there.
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
 from .. import _core
 from ..errors import MemoryCapacityError
@@ -19,7 +21,7 @@ from .lowering import UNBOUNDED, LoweredProgram, lower, simulated_us
 from .machine import PlanDevice, PlanMachine
 from .weights_on_disk import WeightsOnDisk
 
-__all__ = ["UNBOUNDED", "cpu_program", "in_memory_plan", "plan_streaming"]
+__all__ = ["UNBOUNDED", "DiskTier", "choose_disk_tier", "cpu_program", "in_memory_plan", "plan_streaming"]
 
 CPU_ONLY = PlanMachine((PlanDevice("cpu", None, 0),), UNBOUNDED)
 
@@ -58,6 +60,33 @@ def cpu_program(
     )
 
 
+def size_groups(runner, weights: WeightsOnDisk) -> list[list[int]]:
+    """The regions with weights of their own, grouped by their bytes on disk, largest
+    first; each group in program order."""
+    own = runner.own_weights
+    groups: dict[int, list[int]] = defaultdict(list)
+    for region in sorted(own):
+        groups[sum(weights.ranges[s].nbytes for s in own[region] if s in weights.ranges)].append(region)
+    return [groups[size] for size in sorted(groups, reverse=True)]
+
+
+def streamed_regions(groups: list[list[int]], count: int, spread: bool) -> frozenset[int]:
+    """The `count` regions that stream: whole groups, largest first, then part of the next:
+    its first ones, or (`spread`) ones spread evenly through it, ending with its last. Spread,
+    the resident regions between them compute while the disk reads, and after the last
+    load only one region computes."""
+    chosen: list[int] = []
+    for group in groups:
+        take = min(count - len(chosen), len(group))
+        if take == len(group) or not spread:
+            chosen += group[:take]
+        else:
+            chosen += [group[(i + 1) * len(group) // take - 1] for i in range(take)]
+        if len(chosen) == count:
+            break
+    return frozenset(chosen)
+
+
 def plan_streaming(
     runner,
     names: Sequence[str],
@@ -67,17 +96,18 @@ def plan_streaming(
     cpu_slots: int,
     allow_streaming: bool = True,
     activation_budget: int | None = None,
+    spread: bool = True,
 ) -> LoweredProgram:
-    """Keeps resident what fits in `budget_bytes` and streams the rest, largest regions
-    first (with `allow_streaming` False, nothing streams), activations beyond
-    `activation_budget` spilled; MemoryCapacityError when even streaming every region (or,
-    not allowed, none) does not fit."""
-    own = runner.own_weights
-    order = sorted(own, key=lambda r: (-sum(weights.ranges[s].nbytes for s in own[r] if s in weights.ranges), r))
+    """Keeps resident what fits in `budget_bytes` and streams the fewest regions that make
+    it fit, largest first (see streamed_regions; with `allow_streaming` False, nothing
+    streams), activations beyond `activation_budget` spilled; MemoryCapacityError when even
+    streaming every region (or, not allowed, none) does not fit."""
+    groups = size_groups(runner, weights)
+    streamable = sum(len(group) for group in groups)
     last = None
-    for count in range(len(order) + 1 if allow_streaming else 1):
+    for count in range(streamable + 1 if allow_streaming else 1):
         try:
-            streamed = frozenset(order[:count])
+            streamed = streamed_regions(groups, count, spread)
             return cpu_program(
                 runner, names, budget_bytes, cpu_slots, weights, streamed, prefetch, activation_budget=activation_budget
             )
@@ -90,15 +120,90 @@ def plan_streaming(
             f"ram_budget_bytes={budget_bytes} ({format_bytes(budget_bytes)}) cannot hold every weight with the "
             f"activations, and CompileConfig.allow_disk_streaming=False keeps them all in RAM ({last})"
         )
-    everything = cpu_program(
-        runner, names, UNBOUNDED, cpu_slots, weights, frozenset(order), prefetch, activation_budget=activation_budget
+    everything = streamed_regions(groups, streamable, spread)
+    every = cpu_program(
+        runner, names, UNBOUNDED, cpu_slots, weights, everything, prefetch, activation_budget=activation_budget
     )
-    needed = everything.program.memory_plan.arena_bytes[0]
+    needed = every.program.memory_plan.arena_bytes[0]
     raise MemoryCapacityError(
         f"ram_budget_bytes={budget_bytes} ({format_bytes(budget_bytes)}) is below the smallest working set this "
         f"model can stream with: {needed} bytes ({format_bytes(needed)}), with every streamable region streamed "
         f"at prefetch distance {prefetch} ({last})"
     )
+
+
+@dataclass(frozen=True)
+class DiskTier:
+    """The chosen streamed program, the simulator's run of it, and why it was chosen."""
+
+    plan: LoweredProgram
+    simulated: object  # _core's simulation of plan.program
+    reason: str
+
+
+def window_reads(plan: LoweredProgram, request_bytes: int) -> int:
+    """The fewest requests of `request_bytes` that the plan's loads can keep in flight: its
+    prefetch window (prefetch + 1 streamed regions) of its smallest streamed region."""
+    if not plan.streamed:
+        return UNBOUNDED
+    smallest = min(sum(-(-w.nbytes // request_bytes) for w in ws) for ws in plan.streamed.values())
+    return (plan.prefetch + 1) * smallest
+
+
+def choose_disk_tier(
+    runner,
+    names: Sequence[str],
+    weights: WeightsOnDisk,
+    budget_bytes: int,
+    cpu_slots: int,
+    distances: Sequence[int],
+    region_seconds: Sequence[float],
+    reads: tuple[float, int, int],
+    allow_streaming: bool = True,
+    activation_budget: int | None = None,
+) -> DiskTier:
+    """Of the layouts that fit `budget_bytes` (each prefetch distance of `distances`, the
+    streamed regions of a size spread or first: plan_streaming), the one whose loads keep
+    the most of the I/O engine's reads in flight, up to its threads, and then the one the
+    simulator runs fastest; on a tie, the first. `reads`: (bytes/s, threads, request
+    bytes) of the engine as measured; regions take `region_seconds`. The simulator gives a
+    load the disk's measured bandwidth however few reads are in flight, but a disk
+    reads slower with fewer (and the calibration measured it with all its threads busy).
+    Raises the last MemoryCapacityError when none fits."""
+    speed, threads, request_bytes = reads
+    candidates, failure = [], None
+    for distance in distances:
+        for spread in (True, False):
+            try:
+                plan = plan_streaming(
+                    runner,
+                    names,
+                    weights,
+                    budget_bytes,
+                    distance,
+                    cpu_slots,
+                    allow_streaming,
+                    activation_budget,
+                    spread=spread,
+                )
+            except ActivationBudgetError:
+                raise
+            except MemoryCapacityError as error:
+                failure = error
+                continue
+            in_flight = min(window_reads(plan, request_bytes), threads)
+            candidates.append((-in_flight, simulate_plan(plan, region_seconds, speed), plan, spread))
+    if not candidates:
+        raise failure
+    _, simulated, plan, spread = min(candidates, key=lambda c: (c[0], c[1].makespan_s))
+    layout = "spread through the program" if spread else "the first of their size"
+    streamable = sum(len(group) for group in size_groups(runner, weights))
+    reason = (
+        f"{len(plan.streamed)} of {streamable} regions with weights streamed, {layout}, prefetch distance "
+        f"{plan.prefetch}: of {len(candidates)} layout(s) that fit, the fastest as the simulator ran them "
+        f"among those keeping the most reads in flight (up to the engine's {threads})"
+    )
+    return DiskTier(plan, simulated, reason)
 
 
 def in_memory_plan(
@@ -136,6 +241,33 @@ def simulate_plan(plan: LoweredProgram, region_seconds: Sequence[float], read_by
     return _core.simulate_program(plan.program, seconds, queue_bytes_per_s=queues)
 
 
+@dataclass(frozen=True)
+class MeasuredCosts:
+    region_seconds: tuple[float, ...]  # per region: its compute, as the call ran it
+    read_bytes_per_s: float | None  # bytes read over the time some read was in flight; None: nothing read
+
+
+def call_costs(report, plan: LoweredProgram, regions: int) -> MeasuredCosts:
+    """What one call of `plan` took (from its run report): the compute of each of its
+    `regions` regions, and its read speed."""
+    seconds = [0.0] * regions
+    for record in report.records:
+        if record.kind == "compute" and record.id in plan.region_of:
+            seconds[plan.region_of[record.id]] += (record.end_us - record.start_us) / 1e6
+    speed = report.bytes_read / (report.read_us / 1e6) if report.read_us > 0 else None
+    return MeasuredCosts(tuple(seconds), speed)
+
+
+def predicted_at(plan: LoweredProgram, report, regions: int) -> float | None:
+    """The simulator's time for `plan` at the compute times and the read speed of the call
+    that `report` records: how far the model is off once the disk's own drift between
+    compile and call is taken out. None when that call read nothing."""
+    measured = call_costs(report, plan, regions)
+    if measured.read_bytes_per_s is None:
+        return None
+    return simulate_plan(plan.timed_as or plan, measured.region_seconds, measured.read_bytes_per_s).makespan_s
+
+
 def with_io_depth(
     plan: LoweredProgram,
     runner,
@@ -158,4 +290,4 @@ def with_io_depth(
         io_depth,
         activation_budget=activation_budget,
     )
-    return deeper.rebuilt(predicted_us=simulated_us(simulated))
+    return replace(deeper.rebuilt(predicted_us=simulated_us(simulated)), timed_as=plan)

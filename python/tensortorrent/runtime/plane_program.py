@@ -18,6 +18,7 @@ import torch
 from .. import _core
 from ..observe.units import format_bytes
 from ..planning.lowering import UNBOUNDED, LoweredProgram
+from ..planning.streaming import predicted_at
 from ..planning.weights_on_disk import WeightsOnDisk
 from .plane_call import PlaneCall, compute_steps
 from .program_runner import ProgramRunner
@@ -39,19 +40,21 @@ class PlaneProgram:
         reads: str = "",
         spill_dir: str = "",
         costs: str = "",
+        layout: str = "",
     ) -> None:
         """`weights` and `io`: the files the weights stream from and the engine reading them
         (`reads` says how it reads, for explain()); None when the weights are the model's
         own tensors in memory. `spill_dir`: where a plan that spills activations writes
         them (storage/spill_dir.py); its spills and reloads share `io`, or an engine of
         their own when the weights are in memory. `costs` says where the predictions'
-        figures came from, for explain()."""
+        figures came from, and `layout` why these weights stream, for explain()."""
         self.runner = runner
         self.plan = plan
         self.weights = weights
         self.io = io
         self.reads = reads
         self.costs = costs
+        self.layout = layout
         program = plan.program
         queues = program.queues
         # The caller's thread computes too; each virtual device's regions need a thread of their own.
@@ -100,6 +103,11 @@ class PlaneProgram:
         """The simulated duration of one call (0 when the program carries no predictions)."""
         return max((i.predicted_end_us for i in self.plan.program.schedule.instructions), default=0.0) / 1e6
 
+    def predicted_at(self, report) -> float | None:
+        """The simulated duration of one call at the compute times and read speed of the
+        call `report` records (planning/streaming.py); None when it read nothing."""
+        return predicted_at(self.plan, report, len(self.runner.kernels))
+
     @property
     def streams(self) -> bool:
         return self.weights is not None
@@ -139,8 +147,8 @@ class PlaneProgram:
         lines = [
             f"Weights streamed from disk (ram_budget_bytes={plan.budget_bytes}, {format_bytes(plan.budget_bytes)})",
             *self._file_lines(),
-            f"  prefetch distance: {plan.prefetch} (the largest of 2, 1, 0 that fits, or as configured); "
-            f"loads in flight: {program.queues[1].capacity}; reads: {self.reads}",
+            f"  layout: {self.layout}",
+            f"  prefetch distance: {plan.prefetch}; loads in flight: {program.queues[1].capacity}; reads: {self.reads}",
             f"  predicted per call: {self.predicted_s() * 1e3:.2f} ms (the simulator; {self.costs})",
             f"  resident: {len(plan.resident)} tensor(s), {format_bytes(resident)}, loaded once into the core's arena",
             f"  streamed: {sum(len(w) for w in plan.streamed.values())} tensor(s) of {len(plan.streamed)} region(s), "
