@@ -82,7 +82,8 @@ def compile_from_checkpoint(
             files = open_checkpoint(checkpoint)
         with progress.stage("export"):
             if isinstance(model, torch.export.ExportedProgram):
-                exported = exported_weightless(model)
+                exported, constants = exported_weightless(model, files)
+                files = files.without(constants)  # not weights: the program holds them now
                 model = exported.module()  # the module tree the weights' names come from
             else:
                 exported = capture_weightless(model, args, kwargs)

@@ -316,6 +316,19 @@ def test_a_pt2_file_is_opened_only_as_a_weightless_program(tmp_path):
         tt.compile(str(tmp_path / "graph.pt2"), (x,))
 
 
+def test_an_artifacts_program_runs_from_its_weights_file_which_holds_its_constants(tmp_path):
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(llama_config()).eval()
+    ids = torch.randint(0, VOCAB, (1, 8))
+    tt.compile(model, (ids,)).save(tmp_path / "artifact")
+    program = str(tmp_path / "artifact" / "program.pt2")  # holds no tensor data: rotary frequencies neither
+    compiled = tt.compile(program, (ids,), checkpoint=tmp_path / "artifact" / "weights.safetensors")
+    torch.testing.assert_close(logits(compiled(ids)), logits(eager_outputs(model, (ids,))))
+    saved_model("llama", tmp_path / "hf", sharded=False)  # Hugging Face saves no rotary frequencies
+    with pytest.raises(tt.CheckpointError, match=r"inv_freq.* has no value, .* add it to the checkpoint"):
+        tt.compile(program, (ids,), checkpoint=tmp_path / "hf")
+
+
 def test_a_meta_model_without_a_checkpoint_is_refused_before_export():
     with pytest.raises(tt.InvalidArgumentError, match=r"on the meta device .* pass checkpoint="):
         tt.compile(meta_model("gpt2"), (torch.zeros(1, 4, dtype=torch.long),))

@@ -21,6 +21,7 @@ from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 from torch.utils._pytree import tree_map
 
 from ..errors import CaptureError, CheckpointError
+from ..storage.checkpoint import Checkpoint, read_tensor
 from .export import capture_model, functional_program, meta_like, with_tensors
 
 
@@ -38,10 +39,15 @@ def capture_weightless(model: nn.Module, args: tuple, kwargs: dict) -> torch.exp
     return weightless(exported, lambda name, value: unsaved_value(model, name, value))
 
 
-def exported_weightless(exported: torch.export.ExportedProgram) -> torch.export.ExportedProgram:
+def exported_weightless(
+    exported: torch.export.ExportedProgram, checkpoint: Checkpoint
+) -> tuple[torch.export.ExportedProgram, set[str]]:
     """A user's exported program, functionalized, its state_dict replaced by meta tensors
-    (the checkpoint holds those weights); its constants keep their own values. The graph
-    is re-traced over fake CPU weights: its own may be on the meta device (a .pt2 file)."""
+    (the checkpoint holds those weights); its constants keep their own values, or where
+    they have none (a .pt2 file holds no tensor data), take the checkpoint's tensor of the
+    same name (an artifact's weights file holds them). Returns the program and the
+    checkpoint names taken as constants. The graph is re-traced over fake CPU weights:
+    its own may be on the meta device."""
     mode = FakeTensorMode()
     fakes: dict[int, torch.Tensor] = {}  # id(tensor) -> its fake: tied weights stay tied
 
@@ -50,12 +56,15 @@ def exported_weightless(exported: torch.export.ExportedProgram) -> torch.export.
             fakes[id(value)] = _fake_like(value, mode)
         return fakes[id(value)]
 
+    constants = {name: constant_value(name, v, checkpoint) for name, v in exported.constants.items()}
     faked = with_tensors(
         exported,
         state_dict={name: fake(value) for name, value in exported.state_dict.items()},
         constants={name: fake(v) if v.is_meta else v for name, v in exported.constants.items()},
     )
-    return weightless(functional_program(faked), own_constant)
+    program = weightless(functional_program(faked), lambda name, value: constants.get(name, value))
+    taken = {name for name, value in exported.constants.items() if isinstance(value, torch.Tensor) and value.is_meta}
+    return program, taken
 
 
 def _fake_like(value: torch.Tensor, mode: FakeTensorMode) -> torch.Tensor:
@@ -85,14 +94,25 @@ def weightless(
     )
 
 
-def own_constant(name: str, value: object) -> torch.Tensor:
-    """An exported program's constant, which must hold a value: checkpoints hold none."""
-    if not isinstance(value, torch.Tensor) or value.is_meta or isinstance(value, FakeTensor):
+def constant_value(name: str, value: object, checkpoint: Checkpoint) -> torch.Tensor:
+    """An exported program's constant: its own value, else the checkpoint's tensor `name`."""
+    if not isinstance(value, torch.Tensor):
+        raise CaptureError(f"the exported program holds a {type(value).__name__} constant {name!r}")
+    if not value.is_meta and not isinstance(value, FakeTensor):
+        return value
+    saved = checkpoint.tensors.get(name)
+    if saved is None:
         raise CheckpointError(
-            f"{name!r}: the exported program's constant (a non-persistent buffer or a tensor made in forward) "
-            "has no value, and checkpoints do not hold constants: export the program with it on the CPU"
+            f"{name!r}: the exported program's constant (a non-persistent buffer or a tensor made in forward, "
+            f"{tuple(value.shape)} {value.dtype}) has no value, and the checkpoint holds no tensor of that name: "
+            "add it to the checkpoint, or pass the ExportedProgram with it on the CPU"
         )
-    return value
+    if (saved.dtype, saved.shape) != (value.dtype, tuple(value.shape)):
+        raise CheckpointError(
+            f"{name!r}: the exported program's constant is {value.dtype} {tuple(value.shape)}, the checkpoint's "
+            f"tensor of that name {saved.dtype} {saved.shape} ({saved.path})"
+        )
+    return read_tensor(saved)
 
 
 def unsaved_value(model: nn.Module, name: str, traced: object) -> torch.Tensor:

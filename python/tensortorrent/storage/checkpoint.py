@@ -55,6 +55,25 @@ class Checkpoint:
         """Each file's size in bytes now (one stat per file)."""
         return {path: os.path.getsize(path) for path in self.files}
 
+    def without(self, names: Iterable[str]) -> Checkpoint:
+        """The same checkpoint without the tensors `names` (taken for something else)."""
+        taken = set(names)
+        return Checkpoint(self.files, {n: t for n, t in self.tensors.items() if n not in taken})
+
+
+def read_tensor(tensor: CheckpointTensor) -> torch.Tensor:
+    """One tensor's values, read into memory: for small ones (a program's constants)."""
+    with open(tensor.path, "rb") as handle:
+        handle.seek(tensor.offset)
+        data = bytearray(handle.read(tensor.nbytes))
+    if len(data) != tensor.nbytes:
+        raise CheckpointError(
+            f"{tensor.path}: {tensor.name!r} is truncated: {len(data)} of its {tensor.nbytes} bytes are in the file"
+        )
+    if not data:
+        return torch.empty(tensor.shape, dtype=tensor.dtype)
+    return torch.frombuffer(data, dtype=tensor.dtype).reshape(tensor.shape)
+
 
 def open_checkpoint(checkpoint: str | os.PathLike | list | tuple) -> Checkpoint:
     """The tensors of `checkpoint` (see the module's docstring for what it may be), from their
