@@ -14,9 +14,9 @@ from pathlib import Path
 import torch
 
 import tensortorrent as tt
+from tensortorrent.backends.cpu import cpu_model
 from tensortorrent.files import drop_page_cache as evict
 from tensortorrent.files import write_text_atomically
-from tensortorrent.hardware.devices import cpu_model
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS_DIR = ROOT / "bench" / "results"

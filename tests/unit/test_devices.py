@@ -12,8 +12,9 @@ import torch
 from torch import nn
 
 import tensortorrent as tt
+from tensortorrent.backends.cpu import cpu_model
 from tensortorrent.hardware import discover_devices, hardware_fingerprint
-from tensortorrent.hardware.devices import cpu_model, names_accelerator
+from tensortorrent.hardware.devices import names_accelerator
 from tensortorrent.hardware.host import probe
 
 GiB = 1 << 30
@@ -41,7 +42,7 @@ def two_gpus(monkeypatch):
         mem_get_info=creates_context("mem_get_info"),
         can_device_access_peer=creates_context("can_device_access_peer"),
     )
-    monkeypatch.setattr("tensortorrent.hardware.devices.torch", SimpleNamespace(cuda=cuda, xpu=None))
+    monkeypatch.setattr("tensortorrent.backends.torch_accelerator.torch", SimpleNamespace(cuda=cuda, xpu=None))
     return touched
 
 

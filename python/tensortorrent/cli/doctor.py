@@ -11,6 +11,7 @@ from typing import Any
 import torch
 
 from .. import _core
+from ..backends import backends, plugin_problems
 from ..config import CompileConfig
 from ..files import write_text_atomically
 from ..hardware import discover_devices, hardware_fingerprint, resolve_budgets
@@ -42,6 +43,7 @@ def report(measure_bandwidth: bool = True, measure_h2d: bool = False) -> dict[st
     checks = []
     disk = _spill_disk(measure_bandwidth, checks)
     checks.append(_check("ram budget", budgets.ram.amount > 0, f"{format_bytes(budgets.ram.amount)} usable"))
+    checks += [_check("device backend plugin", False, problem) for problem in plugin_problems()]
     cgroup = host.cgroup
     limit = min((v for v in (cgroup.memory_max_bytes, cgroup.memory_high_bytes) if v is not None), default=None)
     if limit is not None:
@@ -54,6 +56,7 @@ def report(measure_bandwidth: bool = True, measure_h2d: bool = False) -> dict[st
         "host": _host_json(host),
         "devices": [vars(d) | {"peers": list(d.peers)} | _h2d(d, measure_h2d) for d in devices],
         "absent": absent_kinds(devices),
+        "backends": [backend.kind for backend in backends()],
         "budgets": [vars(b) for b in (budgets.ram, *budgets.devices.values(), budgets.disk, budgets.cpus)],
         "disk": disk,
         "read_modes": cached_read_modes(),

@@ -1,43 +1,22 @@
-"""Devices through torch: the CPU always, CUDA (and ROCm) and XPU accelerators when present."""
+"""Devices as their backends discover them: the CPU always, then CUDA (and ROCm) and XPU
+accelerators when present, then the devices of third-party backends (backends/)."""
 
 from __future__ import annotations
 
-import platform
 import time
-from dataclasses import dataclass
 
 import torch
 
+from ..backends import DeviceInfo, backends
+from ..backends.cpu import CpuBackend
+
 ACCELERATOR_KINDS = ("cuda", "xpu")
 
-
-@dataclass(frozen=True)
-class DeviceInfo:
-    """One compute device as discovered; figures torch cannot give are None, never guessed."""
-
-    name: str  # "cpu", "cuda:0", "xpu:0"
-    kind: str
-    model: str
-    total_bytes: int | None
-    free_bytes: int | None
-    capability: str | None = None  # CUDA compute capability, e.g. "9.0"
-    peers: tuple[str, ...] = ()  # devices it can access directly
-
-
-def cpu_model() -> str:
-    """The CPU's model name from /proc/cpuinfo, else what platform knows."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
-            for line in cpuinfo:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+__all__ = ["ACCELERATOR_KINDS", "DeviceInfo", "absent_kinds", "discover_devices", "names_accelerator"]
 
 
 def discover_devices(accelerators: bool = True, live: bool = True) -> list[DeviceInfo]:
-    """The CPU, then (with `accelerators`) every accelerator torch can see. Memory of the
+    """The CPU, then (with `accelerators`) every other backend's devices. Memory of the
     CPU is a host tier.
 
     `live` adds each CUDA device's free memory and its peers. cudaMemGetInfo and the peer
@@ -45,15 +24,9 @@ def discover_devices(accelerators: bool = True, live: bool = True) -> list[Devic
     so callers that need only what each device is (the fingerprint) pass live=False:
     device counts and properties come from the runtime without a context.
     """
-    devices = [DeviceInfo(name="cpu", kind="cpu", model=cpu_model(), total_bytes=None, free_bytes=None)]
     if not accelerators:
-        return devices
-    if torch.cuda.is_available():
-        devices += [_cuda(index, live) for index in range(torch.cuda.device_count())]
-    xpu = getattr(torch, "xpu", None)
-    if xpu is not None and xpu.is_available():
-        devices += [_xpu(index) for index in range(xpu.device_count())]
-    return devices
+        return CpuBackend().devices(live)
+    return [device for backend in backends() for device in backend.devices(live)]
 
 
 def names_accelerator(devices: object) -> bool:
@@ -69,31 +42,6 @@ def absent_kinds(devices: list[DeviceInfo]) -> list[str]:
     """Accelerator kinds looked for and not found."""
     present = {device.kind for device in devices}
     return [kind for kind in ACCELERATOR_KINDS if kind not in present]
-
-
-def _cuda(index: int, live: bool) -> DeviceInfo:
-    properties = torch.cuda.get_device_properties(index)
-    free = int(torch.cuda.mem_get_info(index)[0]) if live else None
-    peers = tuple(
-        f"cuda:{other}"
-        for other in range(torch.cuda.device_count())
-        if live and other != index and torch.cuda.can_device_access_peer(index, other)
-    )
-    return DeviceInfo(
-        name=f"cuda:{index}",
-        kind="cuda",
-        model=properties.name,
-        total_bytes=int(properties.total_memory),  # the figure cudaMemGetInfo reports, without a context
-        free_bytes=free,
-        capability=f"{properties.major}.{properties.minor}",
-        peers=peers,
-    )
-
-
-def _xpu(index: int) -> DeviceInfo:
-    properties = torch.xpu.get_device_properties(index)
-    total = int(getattr(properties, "total_memory", 0)) or None
-    return DeviceInfo(name=f"xpu:{index}", kind="xpu", model=properties.name, total_bytes=total, free_bytes=None)
 
 
 def measure_host_to_device_bandwidth(device: str, nbytes: int = 256 << 20) -> float:

@@ -1,0 +1,109 @@
+"""The device backend interface: what TensorTorrent needs of a kind of device.
+
+A backend serves one kind of device (the CPU, CUDA and ROCm, XPU, a declared virtual
+device, or a third party's): it discovers its devices, reports their memory, gives out
+device memory and pinned host memory, and runs copies on queues of its own (streams),
+ordered across queues by events. Region kernels compute on its `torch_device`. A copy
+enqueued on a queue returns at once; an event recorded after it completes when the copy
+has, so the executor can wait on events instead of blocking a thread per copy.
+
+`tensortorrent.backends.conformance` checks that a backend keeps these promises; every
+built-in backend runs it in `make test` (the CPU and virtual ones) or `tests/device/`.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    """One compute device as discovered; figures its backend cannot give are None, never guessed."""
+
+    name: str  # "cpu", "cuda:0", "xpu:0", a virtual device's declared name
+    kind: str
+    model: str
+    total_bytes: int | None
+    free_bytes: int | None
+    capability: str | None = None  # CUDA compute capability, e.g. "9.0"
+    peers: tuple[str, ...] = ()  # devices it can access directly
+
+
+@dataclass(frozen=True)
+class MemoryUse:
+    """A device's memory as its backend's allocator counts it, in bytes."""
+
+    total: int | None  # the device's capacity (None: not known)
+    free: int | None  # free on the device now, for every process (None: not known)
+    allocated: int  # held by this process's allocations through the backend now
+    peak: int  # the most `allocated` has been since reset_peak
+
+
+class Event(ABC):
+    """A point in a queue's work: complete once everything enqueued before it has run."""
+
+    @abstractmethod
+    def done(self) -> bool:
+        """Whether the work before it has completed (never blocks)."""
+
+    @abstractmethod
+    def wait(self) -> None:
+        """Blocks the calling thread until done()."""
+
+
+class Queue(ABC):
+    """A device queue (a CUDA stream): work enqueued on it runs in order, asynchronously."""
+
+    @abstractmethod
+    def copy(self, target: torch.Tensor, source: torch.Tensor) -> None:
+        """Enqueues copying `source` into `target` (same shape and dtype; either may be on
+        the device or in host memory); returns before the copy completes on a device
+        whose copies are asynchronous. Both tensors must stay alive until it completes."""
+
+    @abstractmethod
+    def record(self) -> Event:
+        """An event that completes when the work enqueued so far has."""
+
+    @abstractmethod
+    def wait_for(self, event: Event) -> None:
+        """Makes the work enqueued from now on wait for `event` (never blocks the caller)."""
+
+
+class DeviceBackend(ABC):
+    """One kind of device. `kind` prefixes its device names ("cuda" -> "cuda:0")."""
+
+    kind: str
+
+    @abstractmethod
+    def devices(self, live: bool = True) -> list[DeviceInfo]:
+        """Its devices, in index order. Without `live`, only what each device is (no free
+        memory, no peers): a query that must not create a device context."""
+
+    @abstractmethod
+    def torch_device(self, index: int) -> torch.device:
+        """Where region kernels placed on device `index` compute, and its memory lives."""
+
+    @abstractmethod
+    def memory(self, index: int) -> MemoryUse:
+        """Device `index`'s memory now."""
+
+    @abstractmethod
+    def reset_peak(self, index: int) -> None:
+        """Starts counting MemoryUse.peak again from what is allocated now."""
+
+    @abstractmethod
+    def allocate(self, index: int, nbytes: int) -> torch.Tensor:
+        """`nbytes` of memory on device `index`, as a uint8 tensor (uninitialised)."""
+
+    @abstractmethod
+    def pinned_host(self, nbytes: int) -> torch.Tensor:
+        """`nbytes` of host memory that the device copies from and to without staging
+        (page-locked where the device needs that), as a uint8 tensor: allocated and
+        registered once, for a staging pool to carve up, never per copy."""
+
+    @abstractmethod
+    def queue(self, index: int) -> Queue:
+        """A new queue on device `index` (the compute queue, or a copy queue each way)."""

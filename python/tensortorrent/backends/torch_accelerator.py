@@ -1,0 +1,110 @@
+"""CUDA (ROCm builds share it) and XPU through torch's device APIs: streams, events,
+asynchronous copies, the caching allocator's counters and page-locked host memory.
+
+Nothing here creates a device context unless asked for live figures or for memory:
+device counts and properties come from the runtime without one.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .interface import DeviceBackend, DeviceInfo, Event, MemoryUse, Queue
+
+
+class TorchEvent(Event):
+    def __init__(self, event) -> None:
+        self.event = event
+
+    def done(self) -> bool:
+        return bool(self.event.query())
+
+    def wait(self) -> None:
+        self.event.synchronize()
+
+
+class TorchQueue(Queue):
+    """A stream of its own: copies on it overlap work on other streams."""
+
+    def __init__(self, module, device: torch.device) -> None:
+        self._module = module
+        self.stream = module.Stream(device=device)
+
+    def copy(self, target: torch.Tensor, source: torch.Tensor) -> None:
+        with self._module.stream(self.stream):
+            target.copy_(source, non_blocking=True)
+
+    def record(self) -> Event:
+        event = self._module.Event()
+        event.record(self.stream)
+        return TorchEvent(event)
+
+    def wait_for(self, event: Event) -> None:
+        if isinstance(event, TorchEvent):
+            self.stream.wait_event(event.event)
+        elif not event.done():
+            raise ValueError(f"a {type(self).__name__} cannot wait for an incomplete {type(event).__name__}")
+
+
+class TorchAcceleratorBackend(DeviceBackend):
+    """The devices of torch.cuda or torch.xpu (`kind`); none when torch has no such devices."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+
+    @property
+    def _module(self):
+        return getattr(torch, self.kind)
+
+    def available(self) -> bool:
+        module = getattr(torch, self.kind, None)
+        return module is not None and module.is_available()
+
+    def devices(self, live: bool = True) -> list[DeviceInfo]:
+        if not self.available():
+            return []
+        count = self._module.device_count()
+        return [self._info(index, count, live) for index in range(count)]
+
+    def _info(self, index: int, count: int, live: bool) -> DeviceInfo:
+        properties = self._module.get_device_properties(index)
+        total = int(getattr(properties, "total_memory", 0)) or None
+        free = int(self._module.mem_get_info(index)[0]) if live and hasattr(self._module, "mem_get_info") else None
+        capability, peers = None, ()
+        if self.kind == "cuda":
+            capability = f"{properties.major}.{properties.minor}"
+            peers = tuple(
+                f"cuda:{other}"
+                for other in range(count)
+                if live and other != index and torch.cuda.can_device_access_peer(index, other)
+            )
+        return DeviceInfo(
+            name=f"{self.kind}:{index}",
+            kind=self.kind,
+            model=properties.name,
+            total_bytes=total,  # the figure mem_get_info reports, without a context
+            free_bytes=free,
+            capability=capability,
+            peers=peers,
+        )
+
+    def torch_device(self, index: int) -> torch.device:
+        return torch.device(self.kind, index)
+
+    def memory(self, index: int) -> MemoryUse:
+        module = self._module
+        total = int(getattr(module.get_device_properties(index), "total_memory", 0)) or None
+        free = int(module.mem_get_info(index)[0]) if hasattr(module, "mem_get_info") else None
+        return MemoryUse(total, free, int(module.memory_allocated(index)), int(module.max_memory_allocated(index)))
+
+    def reset_peak(self, index: int) -> None:
+        self._module.reset_peak_memory_stats(index)
+
+    def allocate(self, index: int, nbytes: int) -> torch.Tensor:
+        return torch.empty(nbytes, dtype=torch.uint8, device=self.torch_device(index))
+
+    def pinned_host(self, nbytes: int) -> torch.Tensor:
+        return torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)
+
+    def queue(self, index: int) -> Queue:
+        return TorchQueue(self._module, self.torch_device(index))

@@ -1,0 +1,30 @@
+"""The virtual backend: declared devices (tt.VirtualDevice) that compute on the CPU,
+each with the memory capacity it declares (an allocation beyond it fails)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..hardware.virtual import VirtualDevice
+from .host_memory import HostMemoryBackend
+from .interface import DeviceInfo
+
+
+class VirtualBackend(HostMemoryBackend):
+    kind = "virtual"
+
+    def __init__(self, declared: Sequence[VirtualDevice]) -> None:
+        super().__init__([device.memory_bytes for device in declared])
+        self.declared = tuple(declared)
+
+    def devices(self, live: bool = True) -> list[DeviceInfo]:
+        return [
+            DeviceInfo(
+                name=device.name,
+                kind=self.kind,
+                model=f"declared: {device.flops:.3g} FLOP/s, link {device.link_bandwidth:.3g} B/s",
+                total_bytes=device.memory_bytes,
+                free_bytes=self.memory(index).free if live else None,
+            )
+            for index, device in enumerate(self.declared)
+        ]
