@@ -30,7 +30,7 @@ from .planning.fit import check_fits, weight_bytes
 from .planning.machine import resolve_machine
 from .planning.placement import place
 from .planning.profile_cache import profiled_cpu_seconds
-from .planning.streaming import UNBOUNDED
+from .planning.streaming import UNBOUNDED, Layout
 from .runtime import CompiledModule
 from .runtime.program_runner import ProgramRunner
 
@@ -84,8 +84,6 @@ def compile(
     over_budget = config.ram_budget_bytes is not None and weight_bytes(model) > budgets.ram.amount
     streaming = over_budget and config.allow_disk_streaming
     plan_machine = resolve_machine(devices, check_machine(machine), UNBOUNDED if streaming else budgets.ram.amount)
-    if streaming and not plan_machine.is_cpu_only:
-        raise UnsupportedError("tt.compile: streaming weights from disk runs on the CPU only today; use devices='cpu'")
     if config.activation_budget_bytes is not None and not plan_machine.is_cpu_only:
         raise UnsupportedError("tt.compile: activations spill from CPU regions only today; use devices='cpu'")
     if not streaming:
@@ -114,7 +112,8 @@ def compile(
         streamed = None
         if streaming:
             with progress.stage("stream"):
-                streamed = stream_from_cache(program, regions, config, budgets, plan.max_concurrent)
+                layout = None if plan_machine.is_cpu_only else Layout.of_placement(placement)
+                streamed = stream_from_cache(program, regions, config, budgets, plan.max_concurrent, layout)
         with progress.stage("build"):
             compiled = CompiledModule(
                 model=model,

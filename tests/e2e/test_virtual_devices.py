@@ -11,6 +11,7 @@ from torch import nn
 
 import tensortorrent as tt
 from conftest import ProbeChain, assert_parity, eager_outputs
+from tensortorrent import _core
 
 WIDTH, BATCH = 256, 8
 LAYER_BYTES = (WIDTH * WIDTH + WIDTH) * 4  # one Linear's parameters
@@ -156,6 +157,34 @@ def test_a_ram_budget_the_working_set_exceeds_raises_planning_error(model):
     assert caught.value.tier == "ram" and caught.value.needed_bytes > caught.value.allowed_bytes == budget
 
 
+def test_weights_over_the_ram_budget_stream_from_disk_through_ram_to_a_device(model, tmp_path, monkeypatch):
+    monkeypatch.setenv("TT_SPILL_DIR", str(tmp_path))  # the weights cache the weights stream from
+    device = tt.VirtualDevice("small", memory_bytes=3 * LAYER_BYTES, flops=1e11, link_bandwidth=1e10)
+    budget = 2 * LAYER_BYTES  # a third of the weights
+    x = torch.randn(BATCH, WIDTH)
+    compiled = tt.compile(
+        model, (x,), devices=["small"], machine=device, config=tt.CompileConfig(ram_budget_bytes=budget)
+    )
+    expected = eager_outputs(model, (x,))
+    for _ in range(3):
+        torch.testing.assert_close(compiled(x), expected)
+    assert set(compiled.region_devices) == {"small"}
+    plan = compiled._plane.plan
+    report = compiled.last_report
+    assert report.bytes_read == plan.streamed_bytes > 0
+    # Each streamed region: its weights loaded into RAM, then copied to the device in one Copy.
+    weight_copies = [r for r in report.records if r.kind == "copy" and r.label.endswith("weights -> small")]
+    assert len(weight_copies) == len(plan.streamed) and all(r.device == "small.h2d" for r in weight_copies)
+    loads = [r for r in report.records if r.kind == "load"]
+    assert sum(r.bytes for r in loads) == report.bytes_read
+    peaks = compiled.last_peak_bytes
+    assert peaks["ram"] <= budget and peaks["small"] <= device.memory_bytes
+    program = plan.program
+    simulated = _core.simulate_program(program, list(plan.seconds), queue_bytes_per_s=[0.0, 1e9, 0.0, 0.0, 0.0])
+    assert [peaks["ram"], peaks["small"]] == list(simulated.peak_bytes[:2])
+    assert "Weights streamed from disk" in compiled.explain()
+
+
 def test_virtual_devices_are_only_used_when_named(model):
     compiled = tt.compile(model, (torch.randn(BATCH, WIDTH),), machine=[fast_small()])
     assert set(compiled.region_devices) == {"cpu"}
@@ -263,3 +292,25 @@ def test_transformers_architectures_stream_through_a_small_device(name):
     assert compiled.last_peak_bytes["acc"] <= device.memory_bytes
     if name != "resnet":
         assert not all(compiled._plan.placement.chosen.resident)  # some weights stream on every call
+
+
+@pytest.mark.parametrize("name", ["gpt2", "bert"])
+def test_transformers_over_the_ram_budget_run_from_a_device_their_weights_are_read_onto_once(
+    name, tmp_path, monkeypatch
+):
+    pytest.importorskip("transformers")
+    from e2e import test_parity_transformers as zoo
+
+    monkeypatch.setenv("TT_SPILL_DIR", str(tmp_path))
+    torch.manual_seed(0)
+    model = getattr(zoo, name)()
+    args, kwargs = zoo.example_inputs(name)
+    weights = sum(p.numel() * p.element_size() for p in model.parameters())
+    device = tt.VirtualDevice("acc", memory_bytes=weights, flops=1e12, link_bandwidth=1e10)
+    config = tt.CompileConfig(ram_budget_bytes=weights // 2)
+    compiled = assert_parity(model, args, kwargs, devices=["acc"], machine=device, config=config)
+    plan = compiled._plane.plan
+    on_device = {slot for slot, buffer in plan.resident.items() if plan.program.buffers[buffer].tier == 1}
+    assert on_device, "weights only device regions read are read from disk onto the device, not into RAM"
+    assert compiled.last_report.bytes_read == 0, "all resident: nothing read per call"
+    assert compiled.last_peak_bytes["ram"] <= weights // 2 and compiled.last_peak_bytes["acc"] <= device.memory_bytes

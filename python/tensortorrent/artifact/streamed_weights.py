@@ -19,7 +19,7 @@ from .. import _core
 from ..errors import DataCorruptionError
 from ..planning.costs import region_costs, roofline_seconds
 from ..planning.lowering import LoweredProgram
-from ..planning.streaming import choose_disk_tier, simulate_plan, with_io_depth
+from ..planning.streaming import Layout, choose_disk_tier, simulate_plan, with_io_depth
 from ..planning.weights_on_disk import WeightFile, WeightRange, WeightsOnDisk
 from ..runtime.plane_program import PlaneProgram
 from ..runtime.program_runner import ProgramRunner
@@ -211,11 +211,13 @@ def stream_weights(
     verify: bool,
     budget_bytes: int | None = None,
     example: list | None = None,
+    layout: Layout | None = None,
 ) -> PlaneProgram:
     """The streamed program of `program` within `budget_bytes` of RAM (default:
-    config.ram_budget_bytes), its residents loaded; raises MemoryCapacityError (before
-    anything runs) when no plan fits. With `example` (flat inputs), its predictions come
-    from a profiling call (see streamed_profile.py) where one is quick enough."""
+    config.ram_budget_bytes), its residents loaded, its regions where `layout` puts them
+    (default: the CPU); raises MemoryCapacityError (before anything runs) when no plan
+    fits. With `example` (flat inputs), its predictions come from a profiling call (see
+    streamed_profile.py) where one is quick enough."""
     budget = budget_bytes if budget_bytes is not None else config.ram_budget_bytes
     runner = ProgramRunner(program, regions)
     names = [region.name for region in regions]
@@ -238,6 +240,7 @@ def stream_weights(
         ((reads.measured_gbps or 1.0) * 1e9, reads.threads, reads.request_bytes),
         allow_streaming=config.allow_disk_streaming,
         activation_budget=config.activation_budget_bytes,
+        layout=layout,
     )
     chosen, simulated = tier.plan, tier.simulated
     if verify:
@@ -252,23 +255,24 @@ def stream_weights(
 
     def deeper(simulated) -> LoweredProgram:
         return with_io_depth(
-            chosen, runner, weights, cpu_slots, reads.threads, simulated, config.activation_budget_bytes
+            chosen, runner, weights, cpu_slots, reads.threads, simulated, config.activation_budget_bytes, layout
         )
 
     # Predicted at the roofline, or where a call is quick enough, as a profiling call ran.
     costs = ROOFLINE_COSTS
-    if example is not None and simulated.makespan_s <= PROFILE_LIMIT_S:
+    if example is not None and layout is None and simulated.makespan_s <= PROFILE_LIMIT_S:
         stall = config.stall_timeout_s
         measured = profile_streamed(runner, deeper(simulated), weights, io, example, spill_dir, stall)
         speed = measured.read_bytes_per_s or (reads.measured_gbps or 1.0) * 1e9
-        simulated = simulate_plan(chosen, measured.region_seconds, speed)
+        simulated = simulate_plan(chosen, measured.region_seconds, speed)  # every region on the CPU
         costs = PROFILED_COSTS
     return PlaneProgram(runner, deeper(simulated), weights, io, reads.describe(), spill_dir, costs, tier.reason)
 
 
-def stream_from_cache(program, regions, config, budgets, cpu_slots: int) -> PlaneProgram:
+def stream_from_cache(program, regions, config, budgets, cpu_slots: int, layout: Layout | None = None) -> PlaneProgram:
     """Writes (or reuses) the program's weights in the weights cache and streams them from
-    there within config.ram_budget_bytes; the caller's model keeps its own weights."""
+    there within config.ram_budget_bytes, the regions where `layout` puts them; the
+    caller's model keeps its own weights."""
     directory = cache_directory(config.spill_dir)
     cached = cache_weights(program.bound, directory, budgets.disk.amount)
     log.info("weights %s %s", "reused from" if cached.reused else "written to", cached.path)
@@ -278,4 +282,4 @@ def stream_from_cache(program, regions, config, budgets, cpu_slots: int) -> Plan
         {"key": b.names[0], "names": list(b.names), "sha256": digests.get(b.names[0], "")} for b in program.bound
     ]
     weights = weights_file(cached.path, header, entries, program, cached.record)
-    return stream_weights(program, regions, weights, config, cpu_slots, verify=False)
+    return stream_weights(program, regions, weights, config, cpu_slots, verify=False, layout=layout)

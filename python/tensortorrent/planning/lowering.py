@@ -8,7 +8,9 @@ Rules, in generation order (region by region, in topological order):
 - weights in memory are the model's own tensors in RAM (torch-owned residents). A region
   on a virtual device reads a resident parameter from that device's tier (the same host
   tensor, counted there once) or gets a copy from RAM before it computes; a CPU region
-  whose weights stream reads them from a `Load` of their file range. Before a region
+  whose weights stream reads them from a `Load` of their file range; a region on a
+  virtual device whose weights stream from disk gets them by a `Load` into RAM and one
+  `Copy` on its link to the device (the RAM buffers freed after it). Before a region
   computes, the streamed weights of the next `prefetch` streamed regions of the same
   queue are issued too, each waiting for the weights `prefetch` + 1 places back to be
   freed: at most prefetch + 1 regions' streamed weights are held per queue.
@@ -153,8 +155,9 @@ def lower(
     `machine`. compute_s[region][device]: a region's predicted seconds on each device.
     `capacities`: per tier (but disk) the most bytes the program may hold (default:
     unbounded, for ranking placements). With `weights`, the bound tensors are ranges of
-    that file: the regions in `streamed` (CPU regions, their own weights) load theirs on
-    every call and the rest are loaded once. `activation_budget`: the most bytes of region
+    that file: the regions in `streamed` load their own weights on every call (a region
+    on a virtual device: into RAM, then copied to the device) and the rest are loaded
+    once. `activation_budget`: the most bytes of region
     outputs held in RAM at once (CPU regions), the rest spilled. Raises
     MemoryCapacityError when the memory plan exceeds a capacity (from the core) or a
     region's own inputs and outputs exceed the activation budget."""
@@ -186,9 +189,7 @@ class _Lowering(ActivationSpill):
         self.prefetch, self.weights = prefetch, weights
         self.bound = runner.bound_count
         self.virtual = [machine.devices[d].virtual is not None for d in self.devices]
-        if weights is not None and any(self.virtual):
-            raise AssertionError("weights stream from disk on the CPU only")
-        self.streamed_from_disk = sorted(r for r in streamed if not self.virtual[r])
+        self.streamed_from_disk = sorted(streamed)
         self.disk_tier = len(machine.tier_names) if weights is not None else None  # also where spills go
         self.buffers: list[dict] = []
         self.ops: list[_Op] = []
@@ -302,27 +303,40 @@ class _Lowering(ActivationSpill):
 
     def weights_in_ram(self) -> None:
         """The bound tensors in RAM (the model's own, or loaded once from disk), but those
-        streamed from disk."""
+        streamed from disk and those loaded once onto the device of their region."""
         streamed = {s for r in self.streamed_from_disk for s in self.weights_on_disk(r)}
+        on_devices = self.loaded_onto_devices()
         for slot in range(self.bound):
-            if slot in streamed:
+            if slot in streamed or slot in on_devices:
                 continue
             if self.weights is None or slot not in self.weights.ranges:
                 buffer = self.buffer(RAM, slot, LIFE.Resident, f"weight {slot}", torch_owned=True)
             else:
-                place = self.weights.ranges[slot]
-                buffer = self.buffer(
-                    RAM,
-                    slot,
-                    LIFE.Resident,
-                    f"weight {slot}",
-                    nbytes=place.nbytes,
-                    shape=list(place.shape),
-                    alignment=LOAD_ALIGNMENT,
-                    phase=load_phase(place),
-                )
-                self.disk_resident[slot] = buffer
+                buffer = self.loaded_once(RAM, slot)
             self.preset.append((buffer, slot))
+
+    def loaded_once(self, tier: int, slot: int) -> int:
+        """A core-held resident buffer on `tier` that weight `slot` is read into from disk once.
+        In RAM it is placed for O_DIRECT reads; a device's memory is not padded for them."""
+        place = self.weights.ranges[slot]
+        placed = dict(alignment=LOAD_ALIGNMENT, phase=load_phase(place)) if tier == RAM else {}
+        buffer = self.buffer(
+            tier, slot, LIFE.Resident, f"weight {slot}", nbytes=place.nbytes, shape=list(place.shape), **placed
+        )
+        self.disk_resident[slot] = buffer
+        return buffer
+
+    def loaded_onto_devices(self) -> dict[int, int]:
+        """Weights on disk that only a region resident on a virtual device reads: slot ->
+        that region. They are read once into its device's memory and never held in RAM."""
+        if self.weights is None:
+            return {}
+        return {
+            slot: region
+            for region in range(len(self.runner.kernels))
+            if self.virtual[region] and self.resident[region]
+            for slot in self.weights_on_disk(region)
+        }
 
     def own_weights(self, region: int) -> list[int]:
         return self.runner.own_weights.get(region, [])
@@ -332,13 +346,19 @@ class _Lowering(ActivationSpill):
         return [s for s in self.own_weights(region) if s in self.weights.ranges]
 
     def resident_on_devices(self) -> None:
-        """Resident parameters of regions on virtual devices: the host tensors, counted once per device."""
+        """Resident parameters of regions on virtual devices: the host tensors, counted once
+        per device, or where only the region reads a weight on disk, read once into the
+        device's memory."""
+        on_devices = self.loaded_onto_devices()
         for region, kernel in enumerate(self.runner.kernels):
             if self.virtual[region] and self.resident[region]:
                 tier = self.tier_of(region)
                 for slot in kernel.in_slots:
                     if slot < self.bound and (slot, tier) not in self.on_tier:
-                        buffer = self.buffer(tier, slot, LIFE.Resident, f"weight {slot}", torch_owned=True)
+                        if slot in on_devices:
+                            buffer = self.loaded_once(tier, slot)
+                        else:
+                            buffer = self.buffer(tier, slot, LIFE.Resident, f"weight {slot}", torch_owned=True)
                         self.preset.append((buffer, slot))
 
     def streamed_queues(self) -> dict[int, list[int]]:
@@ -347,7 +367,7 @@ class _Lowering(ActivationSpill):
         for region in self.streamed_from_disk:
             queues[IO_QUEUE].append(region)
         for region, kernel in enumerate(self.runner.kernels):
-            if self.virtual[region] and not self.resident[region]:
+            if self.virtual[region] and not self.resident[region] and region not in self.streamed_from_disk:
                 tier = self.tier_of(region)
                 if any(s < self.bound and (s, tier) not in self.on_tier for s in kernel.in_slots):
                     queues[self.link_queue(RAM, tier)].append(region)
@@ -361,7 +381,9 @@ class _Lowering(ActivationSpill):
                 continue
             earlier = index - self.prefetch - 1
             deps = {self.weight_free[order[earlier]]} if earlier >= 0 else set()
-            if queue == IO_QUEUE:
+            if queue == IO_QUEUE and self.virtual[region]:
+                weights_of[region] = self.copy_loaded(region, self.load(region, deps))
+            elif queue == IO_QUEUE:
                 weights_of[region] = self.load(region, deps)
             else:
                 tier = self.tier_of(region)
@@ -393,6 +415,26 @@ class _Lowering(ActivationSpill):
             self.loaded_slot[target] = slot
             loaded[slot] = target
         return loaded
+
+    def copy_loaded(self, region: int, loaded: dict[int, int]) -> dict[int, int]:
+        """A device region's weights, just loaded into RAM, copied to its device in one Copy
+        on its link (the RAM buffers are freed after it, the copies after the region)."""
+        tier = self.tier_of(region)
+        sources = list(loaded.values())
+        targets = []
+        for slot, source in loaded.items():
+            nbytes = self.buffers[source]["bytes"]
+            label = f"{self.names[region]} weight {slot} on {self.machine.tier_names[tier]}"
+            target = self.buffer(tier, None, LIFE.Transient, label, nbytes=nbytes)
+            self.loaded_slot[target] = slot
+            targets.append(target)
+        seconds = self.machine.link_seconds(
+            self.machine.link(RAM, tier), sum(self.buffers[b]["bytes"] for b in sources)
+        )
+        deps = {self.producer[b] for b in sources}
+        label = f"{self.names[region]} weights -> {self.machine.tier_names[tier]}"
+        self.emit(_Op(K.Copy, self.link_queue(RAM, tier), sources, targets, deps, label, seconds, seconds), serial=True)
+        return dict(zip(loaded, targets))
 
     # The program -----------------------------------------------------------------------
 

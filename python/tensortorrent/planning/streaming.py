@@ -21,12 +21,48 @@ from .lowering import UNBOUNDED, LoweredProgram, lower, simulated_us
 from .machine import PlanDevice, PlanMachine
 from .weights_on_disk import WeightsOnDisk
 
-__all__ = ["UNBOUNDED", "DiskTier", "choose_disk_tier", "cpu_program", "in_memory_plan", "plan_streaming"]
+__all__ = [
+    "UNBOUNDED",
+    "DiskTier",
+    "Layout",
+    "choose_disk_tier",
+    "in_memory_plan",
+    "plan_streaming",
+    "streamed_program",
+]
 
 CPU_ONLY = PlanMachine((PlanDevice("cpu", None, 0),), UNBOUNDED)
 
 
-def cpu_program(
+@dataclass(frozen=True)
+class Layout:
+    """Where each region of a streamed program computes: its device of `machine`, whether
+    a region on a virtual device keeps its weights resident there, and its seconds on
+    each device. Without one, every region is on the CPU."""
+
+    machine: PlanMachine
+    devices: tuple[int, ...]
+    resident: tuple[bool, ...]
+    compute_s: tuple[tuple[float, ...], ...]
+
+    @staticmethod
+    def of_placement(placement) -> Layout:
+        chosen = placement.chosen
+        return Layout(placement.machine, chosen.devices, chosen.resident, placement.compute_s)
+
+    def on_device(self, region: int) -> bool:
+        return self.machine.devices[self.devices[region]].virtual is not None
+
+    def streamable(self, region: int) -> bool:
+        """A region resident on its device keeps its weights there: only the others stream."""
+        return not (self.on_device(region) and self.resident[region])
+
+    def region_seconds(self, cpu_seconds: Sequence[float]) -> list[float]:
+        """Each region's seconds where it computes: `cpu_seconds` for the CPU's regions."""
+        return [self.compute_s[r][self.devices[r]] if self.on_device(r) else s for r, s in enumerate(cpu_seconds)]
+
+
+def streamed_program(
     runner,
     names: Sequence[str],
     budget_bytes: int,
@@ -35,24 +71,28 @@ def cpu_program(
     streamed: frozenset[int] = frozenset(),
     prefetch: int = 0,
     io_depth: int = 1,
-    seconds: Sequence[float] | None = None,
     activation_budget: int | None = None,
+    layout: Layout | None = None,
+    bounded_devices: bool = True,
 ) -> LoweredProgram:
-    """The program of every region on the CPU within `budget_bytes` of RAM, activations
-    beyond `activation_budget` spilled; `seconds` per region (default 0). Raises
-    MemoryCapacityError when its memory plan exceeds the budget."""
+    """The program of the regions laid out as `layout` says (default: all on the CPU)
+    within `budget_bytes` of RAM and (with `bounded_devices`) each device's memory, activations beyond
+    `activation_budget` spilled, the regions in `streamed` loading their weights from
+    disk on every call. Raises MemoryCapacityError when its memory plan exceeds a
+    capacity."""
     count = len(runner.kernels)
-    table = [[seconds[r] if seconds is not None else 0.0] for r in range(count)]
+    if layout is None:
+        layout = Layout(CPU_ONLY, (0,) * count, (True,) * count, ((0.0,),) * count)
     return lower(
         runner,
         names,
-        CPU_ONLY,
-        [0] * count,
-        [True] * count,
-        table,
+        layout.machine,
+        layout.devices,
+        layout.resident,
+        layout.compute_s,
         prefetch,
         cpu_slots,
-        capacities=[budget_bytes],
+        capacities=[budget_bytes] + [c if bounded_devices else UNBOUNDED for c in layout.machine.tier_capacities()[1:]],
         weights=weights,
         streamed=streamed,
         io_depth=io_depth,
@@ -60,12 +100,12 @@ def cpu_program(
     )
 
 
-def size_groups(runner, weights: WeightsOnDisk) -> list[list[int]]:
-    """The regions with weights of their own, grouped by their bytes on disk, largest
-    first; each group in program order."""
+def size_groups(runner, weights: WeightsOnDisk, layout: Layout | None = None) -> list[list[int]]:
+    """The regions with weights of their own that may stream (see Layout.streamable),
+    grouped by their bytes on disk, largest first; each group in program order."""
     own = runner.own_weights
     groups: dict[int, list[int]] = defaultdict(list)
-    for region in sorted(own):
+    for region in sorted(r for r in own if layout is None or layout.streamable(r)):
         groups[sum(weights.ranges[s].nbytes for s in own[region] if s in weights.ranges)].append(region)
     return [groups[size] for size in sorted(groups, reverse=True)]
 
@@ -97,19 +137,28 @@ def plan_streaming(
     allow_streaming: bool = True,
     activation_budget: int | None = None,
     spread: bool = True,
+    layout: Layout | None = None,
 ) -> LoweredProgram:
     """Keeps resident what fits in `budget_bytes` and streams the fewest regions that make
     it fit, largest first (see streamed_regions; with `allow_streaming` False, nothing
     streams), activations beyond `activation_budget` spilled; MemoryCapacityError when even
     streaming every region (or, not allowed, none) does not fit."""
-    groups = size_groups(runner, weights)
+    groups = size_groups(runner, weights, layout)
     streamable = sum(len(group) for group in groups)
     last = None
     for count in range(streamable + 1 if allow_streaming else 1):
         try:
             streamed = streamed_regions(groups, count, spread)
-            return cpu_program(
-                runner, names, budget_bytes, cpu_slots, weights, streamed, prefetch, activation_budget=activation_budget
+            return streamed_program(
+                runner,
+                names,
+                budget_bytes,
+                cpu_slots,
+                weights,
+                streamed,
+                prefetch,
+                activation_budget=activation_budget,
+                layout=layout,
             )
         except ActivationBudgetError:
             raise  # streaming more weights makes no room for a region's activations
@@ -121,10 +170,24 @@ def plan_streaming(
             f"activations, and CompileConfig.allow_disk_streaming=False keeps them all in RAM ({last})"
         )
     everything = streamed_regions(groups, streamable, spread)
-    every = cpu_program(
-        runner, names, UNBOUNDED, cpu_slots, weights, everything, prefetch, activation_budget=activation_budget
+    every = streamed_program(
+        runner,
+        names,
+        UNBOUNDED,
+        cpu_slots,
+        weights,
+        everything,
+        prefetch,
+        activation_budget=activation_budget,
+        layout=layout,
+        bounded_devices=False,
     )
     needed = every.program.memory_plan.arena_bytes[0]
+    if needed <= budget_bytes:  # RAM is not what overflows: a device's memory is
+        raise MemoryCapacityError(
+            f"with the weights streamed within ram_budget_bytes={budget_bytes} ({format_bytes(budget_bytes)}), "
+            f"a device of the placement cannot hold its regions' weights and activations ({last})"
+        )
     raise MemoryCapacityError(
         f"ram_budget_bytes={budget_bytes} ({format_bytes(budget_bytes)}) is below the smallest working set this "
         f"model can stream with: {needed} bytes ({format_bytes(needed)}), with every streamable region streamed "
@@ -161,16 +224,20 @@ def choose_disk_tier(
     reads: tuple[float, int, int],
     allow_streaming: bool = True,
     activation_budget: int | None = None,
+    layout: Layout | None = None,
 ) -> DiskTier:
     """Of the layouts that fit `budget_bytes` (each prefetch distance of `distances`, the
     streamed regions of a size spread or first: plan_streaming), the one whose loads keep
     the most of the I/O engine's reads in flight, up to its threads, and then the one the
     simulator runs fastest; on a tie, the first. `reads`: (bytes/s, threads, request
-    bytes) of the engine as measured; regions take `region_seconds`. The simulator gives a
+    bytes) of the engine as measured; regions take `region_seconds` on the CPU (and their
+    seconds on their device where `layout` puts them on one). The simulator gives a
     load the disk's measured bandwidth however few reads are in flight, but a disk
     reads slower with fewer (and the calibration measured it with all its threads busy).
     Raises the last MemoryCapacityError when none fits."""
     speed, threads, request_bytes = reads
+    if layout is not None:
+        region_seconds = layout.region_seconds(region_seconds)
     candidates, failure = [], None
     for distance in distances:
         for spread in (True, False):
@@ -185,6 +252,7 @@ def choose_disk_tier(
                     allow_streaming,
                     activation_budget,
                     spread=spread,
+                    layout=layout,
                 )
             except ActivationBudgetError:
                 raise
@@ -196,10 +264,10 @@ def choose_disk_tier(
     if not candidates:
         raise failure
     _, simulated, plan, spread = min(candidates, key=lambda c: (c[0], c[1].makespan_s))
-    layout = "spread through the program" if spread else "the first of their size"
-    streamable = sum(len(group) for group in size_groups(runner, weights))
+    arrangement = "spread through the program" if spread else "the first of their size"
+    streamable = sum(len(group) for group in size_groups(runner, weights, layout))
     reason = (
-        f"{len(plan.streamed)} of {streamable} regions with weights streamed, {layout}, prefetch distance "
+        f"{len(plan.streamed)} of {streamable} regions with weights streamed, {arrangement}, prefetch distance "
         f"{plan.prefetch}: of {len(candidates)} layout(s) that fit, the fastest as the simulator ran them "
         f"among those keeping the most reads in flight (up to the engine's {threads})"
     )
@@ -212,7 +280,7 @@ def in_memory_plan(
     """The program of a CPU plan whose weights stay the model's own tensors: nothing
     streams (activations beyond `activation_budget` spill); the plan's predicted region
     times carry over."""
-    lowered = cpu_program(
+    lowered = streamed_program(
         runner,
         [region.name for region in regions],
         budget_bytes if budget_bytes is not None else UNBOUNDED,
@@ -276,10 +344,11 @@ def with_io_depth(
     io_depth: int,
     simulated,
     activation_budget: int | None = None,
+    layout: Layout | None = None,
 ):
-    """The same program (lowered with the same `activation_budget`) with `io_depth` loads
-    in flight, its instructions carrying the simulated start and end times."""
-    deeper = cpu_program(
+    """The same program (lowered with the same `activation_budget` and `layout`) with
+    `io_depth` loads in flight, its instructions carrying the simulated start and end times."""
+    deeper = streamed_program(
         runner,
         plan.region_names,
         plan.budget_bytes,
@@ -289,5 +358,6 @@ def with_io_depth(
         plan.prefetch,
         io_depth,
         activation_budget=activation_budget,
+        layout=layout,
     )
     return replace(deeper.rebuilt(predicted_us=simulated_us(simulated)), timed_as=plan)

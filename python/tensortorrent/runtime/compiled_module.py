@@ -100,7 +100,7 @@ class CompiledModule(nn.Module):
         self._config = config
         self._runner = streamed.runner if streamed is not None else runner or ProgramRunner(program, regions)
         self._streams = streamed is not None
-        if plan.tiered:
+        if plan.tiered and streamed is None:
             streamed = PlaneProgram(self._runner, plan.placement.chosen.program)
         elif streamed is None and not plan.direct:
             # A CPU plan runs its Program on the data plane, its weights used in place.
