@@ -45,8 +45,8 @@ class CompileConfig:
         {"latency": 1.0, "throughput": 0.0, "memory": 0.5}; missing names weigh 0.
     prefetch_distance: when weights stream from disk, how many streamed regions' reads
         are issued ahead of the region computing (0: read a region's weights only after
-        the previous streamed region computed); None lets the planner choose among 2, 1
-        and 0 by simulating each layout that fits the budget.
+        the previous streamed region computed); None lets the planner choose among 3, 2,
+        1 and 0 by simulating each layout that fits the budget.
     io_queue_depth: reads the I/O engine keeps in flight when weights stream; None
         measures the weights file's device (buffered and O_DIRECT at 2, 4 and 8 reads in
         flight) once per device (cached for a week, see tensortorrent doctor) and takes

@@ -45,6 +45,7 @@ CALIBRATION_ROUNDS = 3  # a shared disk drifts between reads: judge each candida
 DIRECT_PREFERENCE = 0.75  # O_DIRECT wins unless buffered reads are faster than this by more
 DEPTH_TOLERANCE = 0.9  # more threads win unless their reads are slower than this by more
 QUICK_SAMPLE_BYTES = 4 << 20  # read once for a speed estimate where little streams (small: it counts in RSS)
+DISTANCES = (3, 2, 1, 0)  # prefetch distances the planner simulates, when not configured
 READ_CANDIDATES = [(mode, threads, 16 << 20) for mode in ("buffered", "direct") for threads in (2, 4, 8)]
 
 
@@ -227,7 +228,7 @@ def stream_weights(
     # The simulator models the disk as one shared resource reading one load at a time at
     # its measured bandwidth (the program that runs keeps several in flight); regions at
     # their roofline (a measured GEMM rate and memory bandwidth).
-    distances = [config.prefetch_distance] if config.prefetch_distance is not None else [2, 1, 0]
+    distances = [config.prefetch_distance] if config.prefetch_distance is not None else list(DISTANCES)
     roofline = [roofline_seconds(r, cost) for r, cost in zip(regions, region_costs(regions))]
     tier = choose_disk_tier(
         runner,

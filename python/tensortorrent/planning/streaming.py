@@ -205,12 +205,13 @@ class DiskTier:
 
 
 def window_reads(plan: LoweredProgram, request_bytes: int) -> int:
-    """The fewest requests of `request_bytes` that the plan's loads can keep in flight: its
-    prefetch window (prefetch + 1 streamed regions) of its smallest streamed region."""
+    """The requests of `request_bytes` that the plan's loads keep in flight while a streamed
+    region computes: the next `prefetch` streamed regions' (the one after them waits for
+    this one's Free), counted for its smallest streamed region."""
     if not plan.streamed:
         return UNBOUNDED
     smallest = min(sum(-(-w.nbytes // request_bytes) for w in ws) for ws in plan.streamed.values())
-    return (plan.prefetch + 1) * smallest
+    return plan.prefetch * smallest
 
 
 def choose_disk_tier(
