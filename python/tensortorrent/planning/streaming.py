@@ -101,13 +101,13 @@ def streamed_program(
 
 
 def size_groups(runner, weights: WeightsOnDisk, layout: Layout | None = None) -> list[list[int]]:
-    """The regions with weights of their own that may stream (see Layout.streamable),
-    grouped by their bytes on disk, largest first; each group in program order."""
+    """The regions with bytes of their own on disk that may stream (see Layout.streamable),
+    grouped by those bytes, largest first; each group in program order."""
     own = runner.own_weights
     groups: dict[int, list[int]] = defaultdict(list)
     for region in sorted(r for r in own if layout is None or layout.streamable(r)):
         groups[sum(weights.ranges[s].nbytes for s in own[region] if s in weights.ranges)].append(region)
-    return [groups[size] for size in sorted(groups, reverse=True)]
+    return [groups[size] for size in sorted(groups, reverse=True) if size > 0]  # nothing to stream in 0 bytes
 
 
 def streamed_regions(groups: list[list[int]], count: int, spread: bool) -> frozenset[int]:
