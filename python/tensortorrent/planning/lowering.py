@@ -42,18 +42,13 @@ import torch
 from .. import _core
 from .activation_spill import ActivationSpill
 from .machine import CPU_QUEUE, IO_QUEUE, RAM, PlanMachine
-from .weights_on_disk import LOAD_ALIGNMENT, WeightsOnDisk, load_phase
+from .op import Op
+from .weight_streams import StreamedWeight, WeightStreams
+from .weights_on_disk import WeightsOnDisk
 
 K = _core.InstructionKind
 LIFE = _core.BufferLifetime
 UNBOUNDED = 1 << 62  # bytes: a capacity that never binds
-
-
-@dataclass(frozen=True)
-class StreamedWeight:
-    slot: int
-    buffer: int  # the host buffer its Load writes
-    nbytes: int
 
 
 @dataclass(frozen=True)
@@ -167,20 +162,7 @@ def lower(
     return lowering.run(cpu_slots, io_depth, capacities)
 
 
-@dataclass
-class _Op:
-    kind: object
-    queue: int
-    reads: list[int]
-    writes: list[int]
-    deps: set[int]
-    label: str
-    seconds: float
-    declared_s: float = 0.0
-    region: int = -1
-
-
-class _Lowering(ActivationSpill):
+class _Lowering(WeightStreams, ActivationSpill):
     def __init__(
         self, runner, names, machine, devices, resident, compute_s, prefetch, weights, streamed, activation_budget
     ) -> None:
@@ -192,7 +174,7 @@ class _Lowering(ActivationSpill):
         self.streamed_from_disk = sorted(streamed)
         self.disk_tier = len(machine.tier_names) if weights is not None else None  # also where spills go
         self.buffers: list[dict] = []
-        self.ops: list[_Op] = []
+        self.ops: list[Op] = []
         self.producer: dict[int, int] = {}  # buffer -> op that writes it
         self.value_of: dict[int, int] = {}  # buffer -> the slot whose value it holds
         self.on_tier: dict[tuple[int, int], int] = {}  # (slot, tier) -> buffer holding its value there
@@ -227,7 +209,7 @@ class _Lowering(ActivationSpill):
                 self.origin.setdefault(slot, ident)
         return ident
 
-    def emit(self, op: _Op, serial: bool = False) -> int:
+    def emit(self, op: Op, serial: bool = False) -> int:
         ident = len(self.ops)
         if serial and op.queue in self.last_on_queue:
             op.deps.add(self.last_on_queue[op.queue])
@@ -241,7 +223,7 @@ class _Lowering(ActivationSpill):
     def emit_io(self, kind, source: int, target: int, label: str) -> None:
         """One buffer spilled or reloaded on the I/O queue once `source` is written (timed
         by the disk's speed)."""
-        self.emit(_Op(kind, IO_QUEUE, [source], [target], {self.producer[source]}, label, -1.0))
+        self.emit(Op(kind, IO_QUEUE, [source], [target], {self.producer[source]}, label, -1.0))
 
     def tier_of(self, region: int) -> int:
         return self.machine.devices[self.devices[region]].tier
@@ -268,7 +250,7 @@ class _Lowering(ActivationSpill):
         seconds = self.machine.link_seconds(link, sum(self.buffers[s]["bytes"] for s in sources))
         name = f"{label} -> {self.machine.tier_names[to_tier]}"
         queue = self.link_queue(from_tier, to_tier)
-        self.emit(_Op(K.Copy, queue, sources, targets, deps, name, seconds, seconds), serial=True)
+        self.emit(Op(K.Copy, queue, sources, targets, deps, name, seconds, seconds), serial=True)
         return targets
 
     def values_on(self, slots: list[int], tier: int) -> dict[int, int]:
@@ -298,143 +280,6 @@ class _Lowering(ActivationSpill):
             for source, target in zip(sources, self.copy(sources, tier, {producer} - {-1}, f"{origin} out")):
                 found[self.value_of[source]] = target
         return found
-
-    # Weights ---------------------------------------------------------------------------
-
-    def weights_in_ram(self) -> None:
-        """The bound tensors in RAM (the model's own, or loaded once from disk), but those
-        streamed from disk and those loaded once onto the device of their region."""
-        streamed = {s for r in self.streamed_from_disk for s in self.weights_on_disk(r)}
-        on_devices = self.loaded_onto_devices()
-        for slot in range(self.bound):
-            if slot in streamed or slot in on_devices:
-                continue
-            if self.weights is None or slot not in self.weights.ranges:
-                buffer = self.buffer(RAM, slot, LIFE.Resident, f"weight {slot}", torch_owned=True)
-            else:
-                buffer = self.loaded_once(RAM, slot)
-            self.preset.append((buffer, slot))
-
-    def loaded_once(self, tier: int, slot: int) -> int:
-        """A core-held resident buffer on `tier` that weight `slot` is read into from disk once.
-        In RAM it is placed for O_DIRECT reads; a device's memory is not padded for them."""
-        place = self.weights.ranges[slot]
-        placed = dict(alignment=LOAD_ALIGNMENT, phase=load_phase(place)) if tier == RAM else {}
-        buffer = self.buffer(
-            tier, slot, LIFE.Resident, f"weight {slot}", nbytes=place.nbytes, shape=list(place.shape), **placed
-        )
-        self.disk_resident[slot] = buffer
-        return buffer
-
-    def loaded_onto_devices(self) -> dict[int, int]:
-        """Weights on disk that only a region resident on a virtual device reads: slot ->
-        that region. They are read once into its device's memory and never held in RAM."""
-        if self.weights is None:
-            return {}
-        return {
-            slot: region
-            for region in range(len(self.runner.kernels))
-            if self.virtual[region] and self.resident[region]
-            for slot in self.weights_on_disk(region)
-        }
-
-    def own_weights(self, region: int) -> list[int]:
-        return self.runner.own_weights.get(region, [])
-
-    def weights_on_disk(self, region: int) -> list[int]:
-        """The region's own weights that a Load can read: those with a range on disk."""
-        return [s for s in self.own_weights(region) if s in self.weights.ranges]
-
-    def resident_on_devices(self) -> None:
-        """Resident parameters of regions on virtual devices: the host tensors, counted once
-        per device, or where only the region reads a weight on disk, read once into the
-        device's memory."""
-        on_devices = self.loaded_onto_devices()
-        for region, kernel in enumerate(self.runner.kernels):
-            if self.virtual[region] and self.resident[region]:
-                tier = self.tier_of(region)
-                for slot in kernel.in_slots:
-                    if slot < self.bound and (slot, tier) not in self.on_tier:
-                        if slot in on_devices:
-                            buffer = self.loaded_once(tier, slot)
-                        else:
-                            buffer = self.buffer(tier, slot, LIFE.Resident, f"weight {slot}", torch_owned=True)
-                        self.preset.append((buffer, slot))
-
-    def streamed_queues(self) -> dict[int, list[int]]:
-        """Per queue that streams weights (io, or a device's h2d link), its streamed regions in order."""
-        queues: dict[int, list[int]] = defaultdict(list)
-        for region in self.streamed_from_disk:
-            queues[IO_QUEUE].append(region)
-        for region, kernel in enumerate(self.runner.kernels):
-            if self.virtual[region] and not self.resident[region] and region not in self.streamed_from_disk:
-                tier = self.tier_of(region)
-                if any(s < self.bound and (s, tier) not in self.on_tier for s in kernel.in_slots):
-                    queues[self.link_queue(RAM, tier)].append(region)
-        return queues
-
-    def stream_through(self, queue: int, order: list[int], last: int, weights_of: dict[int, dict[int, int]]) -> None:
-        """Issues the streamed weights of order[: last + 1] not issued yet."""
-        for index in range(min(last, len(order) - 1) + 1):
-            region = order[index]
-            if region in weights_of:
-                continue
-            earlier = index - self.prefetch - 1
-            deps = {self.weight_free[order[earlier]]} if earlier >= 0 else set()
-            if queue == IO_QUEUE and self.virtual[region]:
-                weights_of[region] = self.copy_loaded(region, self.load(region, deps))
-            elif queue == IO_QUEUE:
-                weights_of[region] = self.load(region, deps)
-            else:
-                tier = self.tier_of(region)
-                slots = [s for s in dict.fromkeys(self.runner.kernels[region].in_slots) if s < self.bound]
-                params = [self.on_tier[(s, RAM)] for s in slots if (s, tier) not in self.on_tier]
-                copies = self.copy(params, tier, deps, f"{self.names[region]} params", register=False)
-                weights_of[region] = {self.value_of[p]: c for p, c in zip(params, copies)}
-
-    def load(self, region: int, deps: set[int]) -> dict[int, int]:
-        loaded, self.disk_streamed[region] = {}, []
-        for slot in self.weights_on_disk(region):
-            place = self.weights.ranges[slot]
-            source = self.buffer(
-                self.disk_tier,
-                None,
-                LIFE.Resident,
-                f"weight {slot} on disk",
-                nbytes=place.nbytes,
-                file=place.file,
-                file_offset=place.offset,
-                crc32c=place.crc32c,
-            )
-            name = f"{self.names[region]} weight {slot}"
-            target = self.buffer(
-                RAM, None, LIFE.Transient, name, nbytes=place.nbytes, alignment=LOAD_ALIGNMENT, phase=load_phase(place)
-            )
-            self.emit(_Op(K.Load, IO_QUEUE, [source], [target], set(deps), f"load {name}", -1.0))
-            self.disk_streamed[region].append(StreamedWeight(slot, target, place.nbytes))
-            self.loaded_slot[target] = slot
-            loaded[slot] = target
-        return loaded
-
-    def copy_loaded(self, region: int, loaded: dict[int, int]) -> dict[int, int]:
-        """A device region's weights, just loaded into RAM, copied to its device in one Copy
-        on its link (the RAM buffers are freed after it, the copies after the region)."""
-        tier = self.tier_of(region)
-        sources = list(loaded.values())
-        targets = []
-        for slot, source in loaded.items():
-            nbytes = self.buffers[source]["bytes"]
-            label = f"{self.names[region]} weight {slot} on {self.machine.tier_names[tier]}"
-            target = self.buffer(tier, None, LIFE.Transient, label, nbytes=nbytes)
-            self.loaded_slot[target] = slot
-            targets.append(target)
-        seconds = self.machine.link_seconds(
-            self.machine.link(RAM, tier), sum(self.buffers[b]["bytes"] for b in sources)
-        )
-        deps = {self.producer[b] for b in sources}
-        label = f"{self.names[region]} weights -> {self.machine.tier_names[tier]}"
-        self.emit(_Op(K.Copy, self.link_queue(RAM, tier), sources, targets, deps, label, seconds, seconds), serial=True)
-        return dict(zip(loaded, targets))
 
     # The program -----------------------------------------------------------------------
 
@@ -468,15 +313,13 @@ class _Lowering(ActivationSpill):
             deps = {self.producer[b] for b in inputs if b in self.producer}
             seconds = float(self.compute_s[region][self.devices[region]])
             declared = seconds if self.virtual[region] else 0.0
-            op = _Op(
-                K.Compute, self.compute_queue(region), inputs, outputs, deps, self.names[region], seconds, declared
-            )
+            op = Op(K.Compute, self.compute_queue(region), inputs, outputs, deps, self.names[region], seconds, declared)
             op.region = region
             compute = self.emit(op, serial=self.virtual[region])
             self.region_of[compute] = region
             self.operands[compute] = (tuple(inputs), tuple(outputs))
             if mine:
-                free = _Op(
+                free = Op(
                     K.Free,
                     CPU_QUEUE,
                     sorted(set(mine.values())),
@@ -498,7 +341,7 @@ class _Lowering(ActivationSpill):
         ops = self.with_frees()
         return self.program(ops, outputs, mutations, cpu_slots, io_depth, capacities)
 
-    def with_frees(self) -> list[tuple[int, _Op]]:
+    def with_frees(self) -> list[tuple[int, Op]]:
         """The ops (with their old ids) and a Free after each last reader of transient buffers."""
         readers: dict[int, list[int]] = defaultdict(list)
         for ident, op in enumerate(self.ops):
@@ -511,14 +354,14 @@ class _Lowering(ActivationSpill):
             if spec["lifetime"] != LIFE.Transient or buffer in self.kept or buffer in freed_by_weights:
                 continue
             last[max(readers.get(buffer, [self.producer[buffer]]))].append(buffer)
-        ordered: list[tuple[int, _Op]] = []
+        ordered: list[tuple[int, Op]] = []
         for ident, op in enumerate(self.ops):
             ordered.append((ident, op))
             if ident in last:
                 freed = last[ident]
                 deps = {self.producer[b] for b in freed} | {r for b in freed for r in readers.get(b, [])}
                 label = f"free after {op.label}"
-                ordered.append((-1, _Op(K.Free, CPU_QUEUE, freed, [], deps, label, 0.0)))
+                ordered.append((-1, Op(K.Free, CPU_QUEUE, freed, [], deps, label, 0.0)))
         return ordered
 
     def program(self, ordered, outputs, mutations, cpu_slots, io_depth, capacities) -> LoweredProgram:
