@@ -95,8 +95,11 @@ def compile(
             program = normalize(captured)
             signature = InputSignature(args, kwargs)
         with progress.stage("partition"):
-            layers = layer_paths(model) | (parameter_owners(program) if streaming else frozenset())
-            regions = partition(program, layers, config.max_region_nodes, innermost=streaming)
+            # A region per parameter group where its weights move on every call: each streams alone,
+            # and each Linear may be split between the cpu and a device.
+            fine = streaming or plan_machine.shares_layers(weight_bytes(model))
+            layers = layer_paths(model) | (parameter_owners(program) if fine else frozenset())
+            regions = partition(program, layers, config.max_region_nodes, innermost=fine)
             runner = ProgramRunner(program, regions)
         with progress.stage("profile"):
             seconds, reused = profiled_cpu_seconds(runner, signature.flatten(args, kwargs))

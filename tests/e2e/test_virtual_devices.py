@@ -20,9 +20,9 @@ LAYER_BYTES = (WIDTH * WIDTH + WIDTH) * 4  # one Linear's parameters
 class Stack(nn.Module):
     """A chain of Linear+ReLU layers: one region per layer."""
 
-    def __init__(self, layers: int = 6) -> None:
+    def __init__(self, layers: int = 6, width: int = WIDTH) -> None:
         super().__init__()
-        self.layers = nn.ModuleList(nn.Sequential(nn.Linear(WIDTH, WIDTH), nn.ReLU()) for _ in range(layers))
+        self.layers = nn.ModuleList(nn.Sequential(nn.Linear(width, width), nn.ReLU()) for _ in range(layers))
 
     def forward(self, x):
         for layer in self.layers:

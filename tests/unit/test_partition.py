@@ -83,3 +83,23 @@ def test_regions_say_what_they_hold():
     _, regions = regions_of(gpt2(1), (torch.randint(0, 64, (1, 8)),), kwargs={"use_cache": False})
     assert [r.span for r in regions if r.layer] == ["GPT2Block"]
     assert regions[0].span == "transformer .. transformer.drop"
+
+
+class HeadsMerge(nn.Module):
+    """Attention's last step: heads back into features, by a view valid for eager's strides."""
+
+    def forward(self, y):
+        return y.transpose(1, 2).view(y.shape[0], y.shape[2], -1)
+
+
+def test_a_region_accepts_inputs_with_other_strides_than_eager_gave_them():
+    from tensortorrent.partition import build_region_module
+
+    heads = torch.randn(2, 5, 4, 3).transpose(1, 2)  # as attention leaves them: [batch, heads, seq, dim]
+    model = HeadsMerge().eval()
+    program = normalize(capture_model(model, (heads,), {}))
+    (region,) = partition(program, frozenset(), 256)
+    module = build_region_module(program.graph_module, region)
+    # Copied between tiers, the value arrives contiguous, where the exported view cannot apply.
+    (merged,) = module(heads.contiguous())
+    torch.testing.assert_close(merged, model(heads))

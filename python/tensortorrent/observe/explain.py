@@ -46,7 +46,7 @@ def explain(
         lines += _machine_lines(placement)
     lines += ["", "Regions", *_region_lines(regions, plan, costs)]
     if placement is not None:
-        lines += ["", *_finalist_lines(placement)]
+        lines += ["", *_finalist_lines(placement), *_layer_choice_lines(placement, regions)]
     lines += ["", *data_plane] if data_plane else ["", "Schedule", *_schedule_lines(plan)]
     concurrency = f"up to {plan.max_concurrent} instruction(s) at once (the calling thread and a worker pool)"
     lines += [
@@ -111,6 +111,8 @@ def _params_tier(plan: ExecutionPlan, region: int) -> str:
     if plan.placement is None or plan.devices[region] == "cpu":
         return "ram"
     chosen = plan.placement.chosen
+    if any(split.layer.region == region for split in chosen.splits):
+        return "ram, split"
     return f"resident on {plan.devices[region]}" if chosen.resident[region] else "ram, streamed/call"
 
 
@@ -141,11 +143,50 @@ def _finalist_lines(placement: Placement) -> list[str]:
         resident = sum(candidate.resident[r] for r, d in enumerate(candidate.devices) if machine.devices[d].virtual)
         over = ", ".join(candidate.over_capacity)
         fits = f"memory plan over capacity on {over}" if over else "fits"
+        split = f"; {len(candidate.splits)} layer(s) split" if candidate.splits else ""
         lines.append(
-            f"  {'*' if rank == 0 else ' '}{rank + 1}. {where}; {resident} region(s) resident on devices; "
+            f"  {'*' if rank == 0 else ' '}{rank + 1}. {where}; {resident} region(s) resident on devices{split}; "
             f"{_measures_text(candidate.measures)}; value {candidate.value:.6g}; {fits}"
         )
     return lines
+
+
+def _layer_choice_lines(placement: Placement, regions: Sequence[Region]) -> list[str]:
+    """Per layer whose weights live in host RAM on a machine with devices: copied to its
+    device on every call, computed on the CPU, or split between both, and the times behind it."""
+    machine, chosen = placement.machine, placement.chosen
+    if machine.is_cpu_only:
+        return []
+    splits = {split.layer.region: split for split in chosen.splits}
+    lines = []
+    for region in regions:
+        index, device = region.index, machine.devices[chosen.devices[region.index]]
+        if region.parameter_bytes == 0 or (device.virtual is not None and chosen.resident[index]):
+            continue
+        if device.virtual is None:
+            lines.append(f"  {region.name:<24} computed on the cpu from host RAM")
+            continue
+        link_ms = machine.link_seconds(machine.link(0, device.tier), region.parameter_bytes) * 1e3
+        device_ms = placement.compute_s[index][chosen.devices[index]] * 1e3
+        times = f"copy {link_ms:.3f} ms, {device.name} {device_ms:.3f} ms"
+        split = splits.get(index)
+        if split is None:
+            lines.append(
+                f"  {region.name:<24} copied to {device.name} ({format_bytes(region.parameter_bytes)}); {times}"
+            )
+            continue
+        cpu = next(i for i, d in enumerate(machine.devices) if d.virtual is None)
+        rows, total = split.device_rows, split.layer.rows
+        lines.append(
+            f"  {region.name:<24} split: rows 0:{rows} of {total} ({split.device_share:.0%}) on {device.name}, "
+            f"the rest on the cpu; {times}, cpu {placement.compute_s[index][cpu] * 1e3:.3f} ms"
+        )
+    if not lines:
+        return []
+    return [
+        "Layers whose weights live in host RAM: copied to their device per call, computed on the cpu, or split",
+        *lines,
+    ]
 
 
 def _measures_text(measures: PlanMeasures) -> str:

@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import torch
 from torch import fx, nn
 
 from .regions import Region
+
+aten = torch.ops.aten
+# A region's inputs may arrive with other strides than eager gave them (a value copied
+# between tiers is contiguous), where a view of them can fail; reshape is the same view
+# wherever the strides allow one, and a copy otherwise. The graph is functional, so no
+# mutation can tell the difference.
+STRIDE_TOLERANT = {aten.view.default: aten.reshape.default, aten._unsafe_view.default: aten.reshape.default}
 
 
 def build_region_module(source: fx.GraphModule, region: Region) -> fx.GraphModule:
@@ -23,6 +31,7 @@ def build_region_module(source: fx.GraphModule, region: Region) -> fx.GraphModul
         if node.op == "get_attr":
             _copy_attribute(source, root, node.target)
         values[node] = graph.node_copy(node, lambda n: values[n])
+        values[node].target = STRIDE_TOLERANT.get(values[node].target, values[node].target)
     graph.output(tuple(values[node] for node in region.out_nodes))
     module = fx.GraphModule(root, graph, class_name=f"Region{region.index}")
     return module

@@ -25,6 +25,9 @@ Rules, in generation order (region by region, in topological order):
 - a virtual device and a link run their instructions one at a time, in generation order.
 - every transient buffer is freed right after its last reader in generation order (the
   Free waits for every reader, so it runs after the last one to finish).
+- a split layer (on a virtual device, its weights in RAM) computes the CPU's rows on the
+  CPU while the device computes its own; the CPU's result is copied to the device, which
+  joins the two (planning/split_lowering.py).
 - a compute output that a Copy or a Spill reads is written into the core's buffer, so the
   Copy or Spill runs natively; other outputs are torch's tensors, planned and counted as torch-owned
   buffers. Values without bytes (a Python scalar, an empty tensor) are carried by the
@@ -41,8 +44,10 @@ import torch
 
 from .. import _core
 from .activation_spill import ActivationSpill
+from .layer_split import LayerSplit
 from .machine import CPU_QUEUE, IO_QUEUE, RAM, PlanMachine
 from .op import Op
+from .split_lowering import SplitLayers
 from .weight_streams import StreamedWeight, WeightStreams
 from .weights_on_disk import WeightsOnDisk
 
@@ -67,6 +72,9 @@ class LoweredProgram:
     outputs: tuple[tuple[int | None, object], ...]  # per model output: (buffer in RAM, or None and a constant)
     mutations: tuple[int, ...]  # per runner.mutations entry: the buffer in RAM written back into the model's
     resident: dict[int, int] = field(default_factory=dict)  # bound slot -> buffer loaded once from the file
+    parts: dict[int, tuple[int, int]] = field(default_factory=dict)  # preset buffer -> rows of its slot's tensor
+    joined: frozenset[int] = frozenset()  # compute ids that join a split layer's two sides
+    splits: tuple[LayerSplit, ...] = ()
     streamed: dict[int, tuple[StreamedWeight, ...]] = field(default_factory=dict)  # region -> weights loaded per call
     # The program the simulator timed for this one, where this one keeps more loads in
     # flight (planning/streaming.py: with_io_depth); None: this one.
@@ -145,6 +153,7 @@ def lower(
     streamed: frozenset[int] = frozenset(),
     io_depth: int = 1,
     activation_budget: int | None = None,
+    splits: Sequence[LayerSplit] = (),
 ) -> LoweredProgram:
     """The Program of placement `devices`/`resident` (per region) of `runner`'s regions on
     `machine`. compute_s[region][device]: a region's predicted seconds on each device.
@@ -153,16 +162,18 @@ def lower(
     that file: the regions in `streamed` load their own weights on every call (a region
     on a virtual device: into RAM, then copied to the device) and the rest are loaded
     once. `activation_budget`: the most bytes of region
-    outputs held in RAM at once (CPU regions), the rest spilled. Raises
+    outputs held in RAM at once (CPU regions), the rest spilled. `splits`: layers on a
+    virtual device whose rows the CPU shares (planning/layer_split.py). Raises
     MemoryCapacityError when the memory plan exceeds a capacity (from the core) or a
     region's own inputs and outputs exceed the activation budget."""
     lowering = _Lowering(
         runner, region_names, machine, devices, resident, compute_s, prefetch, weights, streamed, activation_budget
     )
+    lowering.init_splits({split.layer.region: split for split in splits})
     return lowering.run(cpu_slots, io_depth, capacities)
 
 
-class _Lowering(WeightStreams, ActivationSpill):
+class _Lowering(WeightStreams, ActivationSpill, SplitLayers):
     def __init__(
         self, runner, names, machine, devices, resident, compute_s, prefetch, weights, streamed, activation_budget
     ) -> None:
@@ -296,11 +307,15 @@ class _Lowering(WeightStreams, ActivationSpill):
             self.track_activations()
         for region, kernel in enumerate(runner.kernels):
             tier = self.tier_of(region)
+            split = self.splits.get(region)
+            if split is not None:  # its input on the device before the weights it prefetches
+                self.values_on([s for s in kernel.in_slots if s not in self.split_slots], tier)
             for queue, order in queues.items():
                 ahead = sum(1 for r in order if r < region) + self.prefetch
                 self.stream_through(queue, order, ahead, weights_of)
             if spilling:
                 self.make_room(region)
+            cpu_rows = self.cpu_rows(region) if split is not None else None
             mine = weights_of.get(region, {})
             placed = self.values_on([s for s in kernel.in_slots if s not in mine], tier)
             inputs = [mine.get(slot, placed.get(slot)) for slot in kernel.in_slots]
@@ -312,12 +327,16 @@ class _Lowering(WeightStreams, ActivationSpill):
                 self.in_ram.update(s for s in kernel.out_slots if s in self.uses)
             deps = {self.producer[b] for b in inputs if b in self.producer}
             seconds = float(self.compute_s[region][self.devices[region]])
+            seconds *= split.device_share if split is not None else 1.0
             declared = seconds if self.virtual[region] else 0.0
-            op = Op(K.Compute, self.compute_queue(region), inputs, outputs, deps, self.names[region], seconds, declared)
+            writes = outputs if split is None else [self.device_rows_out(region)]
+            op = Op(K.Compute, self.compute_queue(region), inputs, writes, deps, self.names[region], seconds, declared)
             op.region = region
             compute = self.emit(op, serial=self.virtual[region])
             self.region_of[compute] = region
-            self.operands[compute] = (tuple(inputs), tuple(outputs))
+            self.operands[compute] = (tuple(inputs), tuple(writes))
+            if split is not None:
+                self.join(region, writes[0], cpu_rows, outputs)
             if mine:
                 free = Op(
                     K.Free,
@@ -432,6 +451,9 @@ class _Lowering(WeightStreams, ActivationSpill):
             mutations=mutations,
             resident=dict(self.disk_resident),
             streamed={r: tuple(ws) for r, ws in self.disk_streamed.items()},
+            parts=dict(self.parts),
+            joined=frozenset(new_id[old] for old in self.joined),
+            splits=tuple(self.splits[r] for r in sorted(self.splits)),
         )
 
     def file_spec(self, index: int) -> _core.FileSpec:
@@ -446,6 +468,8 @@ class _Lowering(WeightStreams, ActivationSpill):
         return _core.FileSpec(file.path, file.size, file.chunk_bytes, list(file.chunk_sha256))
 
     def view_meta(self, buffer: int, slot: int | None) -> tuple[torch.dtype, tuple[int, ...]]:
+        if buffer in self.meta_of:  # a split layer's rows
+            return self.meta_of[buffer]
         if slot is None:  # a streamed weight
             place = self.weights.ranges[self.loaded_slot[buffer]]
             return place.dtype, place.shape

@@ -45,6 +45,13 @@ class PlanMachine:
     def is_cpu_only(self) -> bool:
         return all(d.virtual is None for d in self.devices)
 
+    def shares_layers(self, weight_bytes: int) -> bool:
+        """Whether layers may be split between the CPU and a device: both are used, and some
+        weights must stay in host RAM (a device cannot hold them all)."""
+        devices = [d.virtual for d in self.devices if d.virtual is not None]
+        has_cpu = any(d.virtual is None for d in self.devices)
+        return has_cpu and any(device.memory_bytes < weight_bytes for device in devices)
+
     @property
     def tier_names(self) -> list[str]:
         return ["ram"] + [d.name for d in self.devices if d.virtual is not None]

@@ -20,6 +20,7 @@ from ..objective import ObjectiveFunction, PlanMeasures
 from ..observe.units import format_bytes
 from ..partition import Region
 from .costs import RegionCost
+from .layer_split import LayerSplit, device_rows, splittable_layers
 from .lowering import LoweredProgram, lower, simulated_us
 from .machine import RAM, PlanMachine
 
@@ -37,6 +38,7 @@ class Candidate:
     measures: PlanMeasures
     value: float
     over_capacity: tuple[str, ...]  # tiers whose memory plan exceeds their capacity
+    splits: tuple[LayerSplit, ...] = ()  # layers the CPU and their device share
 
 
 @dataclass(frozen=True)
@@ -95,6 +97,7 @@ class PlacementContext:
     ) -> None:
         self.runner, self.machine, self.objective, self.cpu_slots = runner, machine, objective, cpu_slots
         self.names = [r.name for r in regions]
+        self.regions = regions
         self.table = compute_table(runner, costs, machine)
         _check_every_region_runs_somewhere(runner, regions, self.table, machine)
         self.problem = _problem(runner, regions, costs, self.table, machine)
@@ -118,23 +121,35 @@ class PlacementContext:
         """The placement `devices` with residency by the rule, simulated."""
         return self.simulate(devices, tuple(_core.assign_residency(self.problem, list(devices)).resident))
 
-    def simulate(self, devices: tuple[int, ...], resident: tuple[bool, ...]) -> Candidate:
+    def simulate(
+        self, devices: tuple[int, ...], resident: tuple[bool, ...], splits: tuple[LayerSplit, ...] = ()
+    ) -> Candidate:
         """The placement lowered to its program, simulated and valued (each placement once)."""
-        key = (devices, resident)
+        key = (devices, resident, splits)
         if key not in self.simulated:
-            self.simulated[key] = self._simulate(devices, resident)
+            self.simulated[key] = self._simulate(devices, resident, splits)
         return self.simulated[key]
 
-    def _simulate(self, devices: tuple[int, ...], resident: tuple[bool, ...]) -> Candidate:
+    def _simulate(self, devices, resident, splits) -> Candidate:
         """Prefetching one streamed region ahead, unless only loading them one by one fits."""
-        ahead = self._simulate_with(devices, resident, prefetch=1)
+        ahead = self._simulate_with(devices, resident, splits, prefetch=1)
         if not ahead.over_capacity or all(resident):
             return ahead
-        one_by_one = self._simulate_with(devices, resident, prefetch=0)
+        one_by_one = self._simulate_with(devices, resident, splits, prefetch=0)
         return ahead if one_by_one.over_capacity else one_by_one
 
-    def _simulate_with(self, devices: tuple[int, ...], resident: tuple[bool, ...], prefetch: int) -> Candidate:
-        lowered = lower(self.runner, self.names, self.machine, devices, resident, self.table, prefetch, self.cpu_slots)
+    def _simulate_with(self, devices, resident, splits=(), prefetch: int = 1) -> Candidate:
+        lowered = lower(
+            self.runner,
+            self.names,
+            self.machine,
+            devices,
+            resident,
+            self.table,
+            prefetch,
+            self.cpu_slots,
+            splits=splits,
+        )
         result = _core.simulate_program(lowered.program, list(lowered.seconds))
         measures = PlanMeasures(
             latency_s=result.makespan_s,
@@ -147,7 +162,8 @@ class PlacementContext:
             for name, needed, allowed in zip(self.machine.tier_names, result.arena_bytes, capacities)
             if needed > allowed
         )
-        return Candidate(devices, resident, lowered, result, measures, self.objective.value(measures), over)
+        value = self.objective.value(measures)
+        return Candidate(devices, resident, lowered, result, measures, value, over, splits)
 
 
 # Graphs up to this many region x device pairs are searched with the simulator as the
@@ -181,6 +197,7 @@ def place(
             _core.search_placement(context.problem, _core.SearchOptions(threads=1), evaluator=context.value)
         _refine(context, REFINE_SIMULATIONS)
     _fill_residency(context, starts=3)
+    _split_layers(context, starts=3)
     ranked = sorted(context.simulated.values(), key=rank_key)
     if ranked[0].over_capacity:
         _raise_overflow(ranked[0], machine)
@@ -245,6 +262,50 @@ def _fill_residency(context: PlacementContext, starts: int) -> None:
             trial = context.simulate(best.devices, resident)
             if rank_key(trial) < rank_key(best):
                 best = trial
+
+
+def _split_layers(context: PlacementContext, starts: int) -> None:
+    """Tries sharing the layers that the best placements copy to a device, or compute on the
+    CPU, between the CPU and the device (planning/layer_split.py), each in the ratio that
+    equalises the two sides; the simulator judges each variant against the unsplit one."""
+    machine, runner = context.machine, context.runner
+    cpu = next((i for i, d in enumerate(machine.devices) if d.virtual is None), None)
+    layers = splittable_layers(runner, context.regions)
+    if cpu is None or not layers or machine.is_cpu_only:
+        return
+    ranked = sorted(context.simulated.values(), key=rank_key)
+    accelerators = [i for i, d in enumerate(machine.devices) if d.virtual is not None]
+    for best in [c for c in ranked[:starts] if not c.over_capacity]:
+        variants = [(best.devices, best.resident)]
+        for device in accelerators:  # the CPU's layers moved to the device, to be split there
+            devices, resident = list(best.devices), list(best.resident)
+            for region in layers:
+                if devices[region] == cpu and not math.isinf(context.table[region][device]):
+                    devices[region], resident[region] = device, False
+            variants.append((tuple(devices), tuple(resident)))
+        for devices, resident in dict.fromkeys(variants):
+            splits = _splits_of(context, layers, devices, resident, cpu)
+            if splits:
+                context.simulate(devices, resident, splits)
+
+
+def _splits_of(context, layers, devices, resident, cpu: int) -> tuple[LayerSplit, ...]:
+    """The splits of the layers a placement copies to a device, where the equal-time share
+    leaves both sides some rows."""
+    machine, runner, splits = context.machine, context.runner, []
+    for region, layer in layers.items():
+        device = machine.devices[devices[region]]
+        if device.virtual is None or resident[region]:
+            continue
+        link = machine.link(RAM, device.tier)
+        link_s = machine.link_seconds(link, region_param_bytes(runner, region))
+        overhead_s = machine.link_seconds(link, region_working_bytes(runner, region))
+        rows = device_rows(
+            layer, context.table[region][cpu], context.table[region][devices[region]], link_s, overhead_s
+        )
+        if rows:
+            splits.append(LayerSplit(layer, rows))
+    return tuple(splits)
 
 
 def _resident_room(runner, memory_bytes: int, regions) -> int:

@@ -39,7 +39,7 @@ class WeightStreams:
         streamed = {s for r in self.streamed_from_disk for s in self.weights_on_disk(r)}
         on_devices = self.loaded_onto_devices
         for slot in range(self.bound):
-            if slot in streamed or slot in on_devices:
+            if slot in streamed or slot in on_devices or self.split_in_ram(slot):
                 continue
             if self.weights is None or slot not in self.weights.ranges:
                 buffer = self.buffer(RAM, slot, LIFE.Resident, f"weight {slot}", torch_owned=True)
@@ -118,6 +118,8 @@ class WeightStreams:
                 weights_of[region] = self.copy_loaded(region, self.load(region, deps))
             elif queue == IO_QUEUE:
                 weights_of[region] = self.load(region, deps)
+            elif region in self.splits:
+                weights_of[region] = self.copy_device_rows(region, deps)
             else:
                 tier = self.tier_of(region)
                 slots = [s for s in dict.fromkeys(self.runner.kernels[region].in_slots) if s < self.bound]
@@ -149,9 +151,10 @@ class WeightStreams:
             loaded[slot] = target
         return loaded
 
-    def copy_loaded(self, region: int, loaded: dict[int, int]) -> dict[int, int]:
-        """A device region's weights, just loaded into RAM, copied to its device in one Copy
-        on its link (the RAM buffers are freed after it, the copies after the region)."""
+    def copy_loaded(self, region: int, loaded: dict[int, int], deps: set[int] = frozenset()) -> dict[int, int]:
+        """A device region's weights in RAM (just loaded, or a split layer's device rows:
+        slot -> buffer) copied to its device in one Copy on its link after `deps`; loaded
+        buffers are freed after it, the copies after the region."""
         tier = self.tier_of(region)
         sources = list(loaded.values())
         targets = []
@@ -160,11 +163,13 @@ class WeightStreams:
             label = f"{self.names[region]} weight {slot} on {self.machine.tier_names[tier]}"
             target = self.buffer(tier, None, LIFE.Transient, label, nbytes=nbytes)
             self.loaded_slot[target] = slot
+            if source in self.meta_of:
+                self.meta_of[target] = self.meta_of[source]
             targets.append(target)
         seconds = self.machine.link_seconds(
             self.machine.link(RAM, tier), sum(self.buffers[b]["bytes"] for b in sources)
         )
-        deps = {self.producer[b] for b in sources}
+        deps = {self.producer[b] for b in sources if b in self.producer} | set(deps)
         label = f"{self.names[region]} weights -> {self.machine.tier_names[tier]}"
         self.emit(Op(K.Copy, self.link_queue(RAM, tier), sources, targets, deps, label, seconds, seconds), serial=True)
         return dict(zip(loaded, targets))

@@ -20,6 +20,7 @@ import torch
 import torch.utils._pytree as pytree
 
 from .. import _core
+from ..planning.layer_split import join_features
 from ..planning.lowering import LoweredProgram
 from .program_runner import ProgramRunner, detach_outputs
 
@@ -39,8 +40,9 @@ def compute_steps(runner: ProgramRunner, lowered: LoweredProgram, readers: list[
     special = set(lowered.views) | set(lowered.carried)
     steps = {}
     for ident, (reads, writes) in lowered.operands.items():
+        forward = runner.kernels[lowered.region_of[ident]].forward
         steps[ident] = ComputeStep(
-            forward=runner.kernels[lowered.region_of[ident]].forward,
+            forward=join_features if ident in lowered.joined else forward,
             reads=reads,
             writes=writes,
             counted=tuple(b for b in reads if readers[b]),
@@ -71,7 +73,7 @@ class PlaneCall:
         values = runner.bound_values + list(flat_inputs)
         self.env: list[Any] = [None] * len(lowered.program.buffers)
         for buffer, slot in lowered.preset:
-            self.env[buffer] = values[slot]
+            self.env[buffer] = preset_value(lowered, buffer, values[slot])
         for buffer in bound_inputs:
             tensor = self.env[buffer].contiguous()  # kept for the call: the core reads its bytes
             self.env[buffer] = tensor
@@ -135,6 +137,12 @@ class PlaneCall:
             # A core buffer goes back to the pool with the call: the caller gets its own copy.
             flat.append(value.clone() if buffer in lowered.views else value)
         return detach_outputs(pytree.tree_unflatten(flat, self._runner.out_spec))
+
+
+def preset_value(lowered: LoweredProgram, buffer: int, value: Any) -> Any:
+    """What a preset buffer holds: its slot's value, or the rows of it a split layer's side reads."""
+    rows = lowered.parts.get(buffer)
+    return value if rows is None else value[rows[0] : rows[1]]
 
 
 def _span(tensor: torch.Tensor) -> tuple[int, int]:

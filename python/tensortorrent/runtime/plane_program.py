@@ -20,7 +20,7 @@ from ..observe.units import format_bytes
 from ..planning.lowering import UNBOUNDED, LoweredProgram
 from ..planning.streaming import predicted_at
 from ..planning.weights_on_disk import WeightsOnDisk
-from .plane_call import PlaneCall, compute_steps
+from .plane_call import PlaneCall, compute_steps, preset_value
 from .program_runner import ProgramRunner
 
 K = _core.InstructionKind
@@ -95,7 +95,7 @@ class PlaneProgram:
         for buffer, slot in self.plan.preset:
             spec = program.buffers[buffer]
             if buffer in self._copied and spec.torch_owned and spec.bytes > 0:
-                tensor = values[slot].contiguous()  # the core copies bytes as they lie
+                tensor = preset_value(self.plan, buffer, values[slot]).contiguous()  # the core copies bytes as they lie
                 self._bound_weights.append(tensor)
                 self.plane.bind_resident(buffer, tensor.data_ptr(), tensor.nbytes)
 
