@@ -1,10 +1,12 @@
 // Python view of the data plane: a program's runtime, each call's memory as zero-copy torch views,
-// and runs that enter Python only for Compute instructions.
+// and runs that enter Python only for Compute instructions and copies that touch a device.
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/shared_ptr.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
@@ -36,6 +38,29 @@ ByteTensor buffer_view(const Program& program, const CallMemory& memory, std::in
   return ByteTensor((*keep)->data() + offset, {bytes}, owner);
 }
 
+// What Python calls to end a device copy it started: once, from any thread, with None or
+// the exception it failed with (raised again from run()).
+struct CopyDone {
+  Finish finish;
+
+  void operator()(nb::handle error) {
+    if (!finish) throw Error(ErrorCode::InvalidArgument, "device copy: completed twice");
+    std::exception_ptr failure;
+    if (!error.is_none()) {
+      PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(error.ptr())), error.ptr());
+      try {
+        throw nb::python_error();  // captures the exception just set, with its type
+      } catch (...) {
+        failure = std::current_exception();
+      }
+    }
+    Finish ending = std::move(finish);
+    finish = nullptr;
+    nb::gil_scoped_release no_gil;  // what completes may wait for threads that need the GIL
+    ending(std::move(failure));
+  }
+};
+
 // Holds the program beside the plane so views can name buffers by id.
 struct PyDataPlane {
   std::shared_ptr<const Program> program;
@@ -47,24 +72,37 @@ struct PyDataPlane {
   }
 
   RunReport run(const std::shared_ptr<CallMemory>& memory, nb::callable compute, double stall_timeout_s,
-                std::shared_ptr<CancelToken> cancel) {
+                std::shared_ptr<CancelToken> cancel, std::optional<nb::callable> device_copy) {
     auto owner = std::make_shared<PythonKernel>(std::move(compute));
     ComputeKernel kernel = [owner](const Instruction& instruction) {
       keep_python_thread_state();
       nb::gil_scoped_acquire gil;
       owner->fn(instruction.id);
     };
+    DeviceCopyKernel copies;
+    if (device_copy) {
+      auto copier = std::make_shared<PythonKernel>(std::move(*device_copy));
+      copies = [copier](const Instruction& instruction, Finish done) {
+        keep_python_thread_state();
+        nb::gil_scoped_acquire gil;
+        copier->fn(instruction.id, CopyDone{std::move(done)});
+      };
+    }
     RunOptions options;
     options.stall_timeout_s = stall_timeout_s;
     options.cancel = std::move(cancel);
     nb::gil_scoped_release no_gil;
-    return plane->run(memory, std::move(kernel), options);
+    return plane->run(memory, std::move(kernel), options, std::move(copies));
   }
 };
 
 }  // namespace
 
 void bind_data_plane(nb::module_& m) {
+  nb::class_<CopyDone>(m, "CopyDone")
+      .def("__call__", &CopyDone::operator(), "error"_a.none() = nb::none(),
+           "Ends the device copy it was given for: None on success, else the exception it failed with.");
+
   nb::class_<CallMemory>(m, "CallMemory")
       .def_prop_ro("peak_bytes", &CallMemory::peak_bytes,
                    "per tier: residents plus the most transient bytes live at once in this call")
@@ -94,9 +132,11 @@ void bind_data_plane(nb::module_& m) {
       .def("end_call", [](PyDataPlane& self, const std::shared_ptr<CallMemory>& memory) { self.plane->end_call(memory); },
            "memory"_a)
       .def("run", &PyDataPlane::run, "memory"_a, "compute"_a, "stall_timeout_s"_a = 300.0,
-           "cancel"_a.none() = nb::none(),
-           "Runs the program for one call: loads, copies and frees natively, compute(instruction_id) "
-           "for Compute instructions; re-raises the first error.")
+           "cancel"_a.none() = nb::none(), "device_copy"_a.none() = nb::none(),
+           "Runs the program for one call: loads, host copies and frees natively, compute(instruction_id) "
+           "for Compute instructions, device_copy(instruction_id, done) for copies that touch a device tier "
+           "(it calls done() or done(exception) once the copy has completed, from any thread); re-raises "
+           "the first error.")
       .def("view", [](PyDataPlane& self, const CallMemory& memory, std::int64_t id) {
              return buffer_view(*self.program, memory, id);
            }, "memory"_a, "buffer_id"_a, "A uint8 tensor over a buffer the core holds (resident or this call's).")

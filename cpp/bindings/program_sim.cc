@@ -34,16 +34,18 @@ void bind_program_sim(nb::module_& m) {
 
   m.def("simulate_program",
         [](const Program& program, std::vector<double> seconds, std::optional<std::vector<double>> queue_bytes_per_s,
-           std::optional<std::vector<double>> queue_latency_s) {
+           std::optional<std::vector<double>> queue_latency_s, std::optional<std::vector<double>> earliest_start_s) {
           ProgramCosts costs{std::move(seconds), std::move(queue_bytes_per_s).value_or(std::vector<double>{}),
-                             std::move(queue_latency_s).value_or(std::vector<double>{})};
+                             std::move(queue_latency_s).value_or(std::vector<double>{}),
+                             std::move(earliest_start_s).value_or(std::vector<double>{})};
           return simulate_program(program, costs);
         },
         "program"_a, "seconds"_a, "queue_bytes_per_s"_a = nb::none(), "queue_latency_s"_a = nb::none(),
-        nb::call_guard<nb::gil_scoped_release>(),
+        "earliest_start_s"_a = nb::none(), nb::call_guard<nb::gil_scoped_release>(),
         "Simulates the program the executor runs: seconds per position in program.schedule (negative: derived "
-        "for a data movement from its bytes and queue_bytes_per_s / queue_latency_s, per queue). Raises "
-        "ScheduleError naming the instruction for bad costs.");
+        "for a data movement from its bytes and queue_bytes_per_s / queue_latency_s, per queue); with "
+        "earliest_start_s, no instruction starts sooner than given (a call's measured starts replay it). "
+        "Raises ScheduleError naming the instruction for bad costs.");
   m.def("transfer_seconds", &transfer_seconds, "bytes"_a, "bytes_per_s"_a, "latency_s"_a = 0.0,
         "latency_s + bytes / bytes_per_s; raises on negative bytes or a bandwidth that is not positive.");
 }

@@ -1,6 +1,6 @@
 """For every plan the data plane runs in this suite's parity models, and for plans on virtual
 devices, the measured peak of each tier during a call equals the simulated peak of the same
-program (timed as the call ran), in bytes."""
+program replaying the call (each instruction started and timed as it ran), in bytes."""
 
 from __future__ import annotations
 
@@ -13,12 +13,17 @@ from tensortorrent import _core
 
 
 def simulated_peaks(compiled: tt.CompiledModule) -> list[int]:
-    """Per tier, the peak the simulator finds for the program with the last call's measured
-    durations (frees take none)."""
+    """Per tier, the peak the simulator finds for the program replaying the last call: each
+    instruction started no sooner than it did and lasting as long (frees take none). The
+    threads' own delays (a copy completing from its link's thread, a kernel waiting for the
+    GIL) are the call's, not the model's, so the replay starts each one as measured."""
     program = compiled._plane.plan.program
-    measured = {r.id: (r.end_us - r.start_us) / 1e6 for r in compiled.last_report.records}
-    seconds = [0.0 if i.kind == _core.InstructionKind.Free else measured[i.id] for i in program.schedule.instructions]
-    return list(_core.simulate_program(program, seconds).peak_bytes)
+    records = {r.id: r for r in compiled.last_report.records}
+    instructions = program.schedule.instructions
+    free = _core.InstructionKind.Free
+    seconds = [0.0 if i.kind == free else (records[i.id].end_us - records[i.id].start_us) / 1e6 for i in instructions]
+    starts = [records[i.id].start_us / 1e6 for i in instructions]
+    return list(_core.simulate_program(program, seconds, earliest_start_s=starts).peak_bytes)
 
 
 def simulated_peak(compiled: tt.CompiledModule) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import threading
 
@@ -273,6 +274,9 @@ def test_a_cancelled_call_gives_its_device_memory_back(hooks):
     with pytest.raises(tt.ExecutionCancelled):
         compiled(x)
     assert plane.held(1) == resident
+    backend, index = compiled._plane.devices["quick"]
+    gc.collect()
+    assert backend.memory(index).allocated == 0  # nor did the device's backend keep any of its copies
     hooks.on_probe = None
     torch.testing.assert_close(compiled(x), eager_outputs(chain, (x,)))
 

@@ -43,7 +43,7 @@ def test_the_virtual_backend_conforms_and_refuses_memory_beyond_its_capacity():
     backend = VirtualBackend(
         [tt.VirtualDevice("fast", 1 << 30, 1e12, 1e10), tt.VirtualDevice("small", 4 << 20, 1e11, 1e9)]
     )
-    assert len(check_backend(backend)) == 2 * 6
+    assert len(check_backend(backend)) == 2 * len(CHECKS)
     held = backend.allocate(1, 3 << 20)
     with pytest.raises(tt.MemoryCapacityError, match=r"small: cannot allocate 2097152 bytes .* 3145728 of its 4194304"):
         backend.allocate(1, 2 << 20)
@@ -66,7 +66,7 @@ def test_a_third_party_backend_registered_by_an_entry_point_is_discovered_and_co
     plugins_from("good")
     backend = registry.backend_of("example")
     assert backend is not None and registry.plugin_problems() == []
-    assert len(check_backend(backend)) == 6
+    assert len(check_backend(backend)) == len(CHECKS)
     names = [device.name for device in discover_devices()]
     assert names[0] == "cpu" and "example:0" in names
     assert "example:0" not in [device.name for device in discover_devices(accelerators=False)]

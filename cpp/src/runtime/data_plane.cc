@@ -63,6 +63,18 @@ std::unique_ptr<SpillFilePool> spill_pool(const Tier& tier, std::int64_t bytes, 
   return pool;
 }
 
+// A Copy or Transfer with a buffer on a Device tier: its bytes are the caller's to move.
+bool touches_device(const Program& program, const Instruction& instruction) {
+  if (instruction.kind != InstructionKind::Copy && instruction.kind != InstructionKind::Transfer) return false;
+  for (const auto* ids : {&instruction.reads, &instruction.writes}) {
+    for (std::int64_t id : *ids) {
+      const Buffer& buffer = program.buffers()[program.buffer_position(id)];
+      if (program.tiers()[buffer.tier].kind == TierKind::Device) return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
 std::pair<std::shared_ptr<HostArena>, std::int64_t> CallMemory::locate(std::size_t position) const {
@@ -164,6 +176,7 @@ DataPlane::DataPlane(std::shared_ptr<const Program> program, std::shared_ptr<IoE
       for (std::int64_t id : instruction.writes) moved += program_->buffers()[program_->buffer_position(id)].bytes;
     }
     moved_bytes_.push_back(moved);
+    device_copy_.push_back(touches_device(*program_, instruction));
     if (instruction.declared_us > 0 && !timer_) timer_ = std::make_unique<DelayTimer>();
   }
   for (const Buffer& buffer : program_->buffers()) {
@@ -257,7 +270,8 @@ void DataPlane::release_booking(CallMemory& memory) {
 }
 
 void DataPlane::start(const std::shared_ptr<CallMemory>& memory, const ComputeKernel& compute,
-                      const Instruction& instruction, std::size_t position, Completion done) {
+                      const DeviceCopyKernel& device_copy, const Instruction& instruction, std::size_t position,
+                      Completion done) {
   // Work done before the declared time waits for it on the timer, holding no thread; a
   // failure completes at once.
   using Clock = DelayTimer::Clock;
@@ -301,6 +315,17 @@ void DataPlane::start(const std::shared_ptr<CallMemory>& memory, const ComputeKe
     }
     case InstructionKind::Copy:
     case InstructionKind::Transfer:
+      if (device_copy_[position]) {
+        if (!device_copy) {
+          throw Error(ErrorCode::InvalidArgument, "data plane: copy " + std::to_string(instruction.id) + " ('" +
+                                                      instruction.label +
+                                                      "') touches a device tier, but the run was given no device "
+                                                      "copy kernel");
+        }
+        // The caller completes it, typically from the thread that sees the device's event.
+        device_copy(instruction, [finished](std::exception_ptr failure) { finished(std::move(failure)); });
+        return;
+      }
       for (std::size_t i = 0; i < instruction.reads.size(); ++i) {
         const std::size_t from = program_->buffer_position(instruction.reads[i]);
         if (buffers[from].bytes == 0) continue;  // no bytes, so no address: a value Python carries itself
@@ -353,18 +378,20 @@ void DataPlane::start(const std::shared_ptr<CallMemory>& memory, const ComputeKe
   throw Error(ErrorCode::Internal, "data plane: unknown instruction kind");
 }
 
-RunReport DataPlane::run(const std::shared_ptr<CallMemory>& memory, ComputeKernel compute, RunOptions options) {
+RunReport DataPlane::run(const std::shared_ptr<CallMemory>& memory, ComputeKernel compute, RunOptions options,
+                         DeviceCopyKernel device_copy) {
   options.queue_capacities = queue_capacities_;
   options.immediate = immediate_;
   const Instruction* first = program_->schedule()->instructions().data();
-  AsyncKernel kernel = [this, memory, compute = std::move(compute), first](const Instruction& instruction,
-                                                                            Completion done) {
+  AsyncKernel kernel = [this, memory, compute = std::move(compute), device_copy = std::move(device_copy),
+                        first](const Instruction& instruction, Completion done) {
     {
       std::lock_guard lock(memory->mutex_);
       ++memory->in_progress_;
     }
     try {
-      start(memory, compute, instruction, static_cast<std::size_t>(&instruction - first), std::move(done));
+      start(memory, compute, device_copy, instruction, static_cast<std::size_t>(&instruction - first),
+            std::move(done));
     } catch (...) {
       instruction_ended(*memory);  // it failed before anything could complete it
       throw;

@@ -65,6 +65,7 @@ Timeline run_queues(const TimedDag& dag) {
   std::vector<std::size_t> touched_list;
   std::vector<std::size_t> remaining(n);
   EarliestFirst completions;
+  EarliestFirst releases;  // positions whose dependencies are done, waiting for their release time
   double now = 0.0;
 
   auto touch = [&](std::size_t queue) {
@@ -73,10 +74,17 @@ Timeline run_queues(const TimedDag& dag) {
       touched_list.push_back(queue);
     }
   };
-  auto make_ready = [&](std::size_t position) {
+  auto ready_now = [&](std::size_t position) {
     const std::size_t rank = dag.tie_rank.empty() ? position : dag.tie_rank[position];
     queues[dag.queue[position]].ready.push({now, rank, position});
     touch(dag.queue[position]);
+  };
+  auto make_ready = [&](std::size_t position) {
+    if (!dag.release.empty() && dag.release[position] > now) {
+      releases.push({dag.release[position], position});
+    } else {
+      ready_now(position);
+    }
   };
   // Queues are visited in index order only for a reproducible event order; a queue's picks
   // do not depend on the others.
@@ -114,8 +122,10 @@ Timeline run_queues(const TimedDag& dag) {
     if (remaining[i] == 0) make_ready(i);
   }
   dispatch();
-  while (!completions.empty()) {
-    now = completions.top().first;
+  while (!completions.empty() || !releases.empty()) {
+    now = completions.empty() ? releases.top().first
+          : releases.empty()  ? completions.top().first
+                              : std::min(completions.top().first, releases.top().first);
     while (!completions.empty() && completions.top().first == now) {
       const std::size_t position = completions.top().second;
       completions.pop();
@@ -126,6 +136,10 @@ Timeline run_queues(const TimedDag& dag) {
       for (std::size_t successor : dag.successors(position)) {
         if (--remaining[successor] == 0) make_ready(successor);
       }
+    }
+    while (!releases.empty() && releases.top().first == now) {
+      ready_now(releases.top().second);
+      releases.pop();
     }
     dispatch();
   }

@@ -152,7 +152,22 @@ double transfer_seconds(std::int64_t bytes, double bytes_per_s, double latency_s
 }
 
 ProgramSimResult simulate_program(const Program& program, const ProgramCosts& costs) {
-  const TimedDag dag = timed_dag(program, durations(program, costs));
+  TimedDag dag = timed_dag(program, durations(program, costs));
+  if (!costs.earliest_start_s.empty()) {
+    const auto& instructions = program.schedule()->instructions();
+    if (costs.earliest_start_s.size() != instructions.size()) {
+      reject("costs.earliest_start_s has " + std::to_string(costs.earliest_start_s.size()) +
+             " entries, expected none or one per instruction (" + std::to_string(instructions.size()) + ")");
+    }
+    for (std::size_t p = 0; p < instructions.size(); ++p) {
+      const double at = costs.earliest_start_s[p];
+      if (!std::isfinite(at) || at < 0.0) {
+        reject(instruction_name(instructions[p]) + " has earliest start " + number(at) +
+               ", expected a finite number >= 0");
+      }
+    }
+    dag.release = costs.earliest_start_s;
+  }
   Timeline timeline = run_queues(dag);
   const auto& instructions = program.schedule()->instructions();
 

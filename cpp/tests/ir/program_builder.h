@@ -27,6 +27,10 @@ struct ProgramBuilder {
     spec.files = {{"weights.bin", 1 << 20, 0, {}}};
   }
 
+  // Makes tier 1 a second host tier, whose copies the data plane runs natively (a Device
+  // tier's bytes are the caller's to move: see DeviceCopyKernel).
+  void host_second_tier() { spec.tiers[1].kind = TierKind::Host; }
+
   // Adds a buffer and returns its id (ids count up from 100 so they differ from instruction ids).
   std::int64_t buffer(std::int64_t bytes, std::int32_t tier = 0, BufferLifetime lifetime = BufferLifetime::Transient,
                       std::int32_t file = -1, std::int64_t file_offset = 0) {

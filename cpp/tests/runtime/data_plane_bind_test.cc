@@ -30,6 +30,7 @@ struct BoundCopies {
   std::int64_t x, t, r, x_copy, t_copy, r_copy, held, range;
 
   BoundCopies() {
+    builder.host_second_tier();
     x = builder.buffer(64, 0, BufferLifetime::Input);
     t = builder.buffer(64);
     r = builder.buffer(64, 0, BufferLifetime::Resident);
@@ -105,6 +106,7 @@ TEST(DataPlaneBindTest, EachBindingRuleRejectsWhatItMust) {
 
 TEST(DataPlaneBindTest, AnEmptyCopyPairNeedsNoAddress) {
   ProgramBuilder b;
+  b.host_second_tier();
   const auto value = b.buffer(0, 0, BufferLifetime::Input);  // a value Python carries itself
   const auto x = b.buffer(64, 0, BufferLifetime::Input);
   const auto value_copy = b.buffer(0, 1), x_copy = b.buffer(64, 1);

@@ -27,6 +27,7 @@ TEST(DataPlaneDeclaredTest, AnInstructionEndsNoSoonerThanItsDeclaredTime) {
   const auto bytes = test::random_bytes(4096, 4);
   test::write_file(path, bytes);
   ProgramBuilder b;
+  b.host_second_tier();
   b.spec.files = {{path, 4096, 0, {}}};
   const auto range = b.buffer(4096, 2, BufferLifetime::Resident, 0, 0);
   const auto w = b.buffer(4096);
@@ -54,6 +55,7 @@ TEST(DataPlaneDeclaredTest, AnInstructionEndsNoSoonerThanItsDeclaredTime) {
 
 TEST(DataPlaneDeclaredTest, ADelayedInstructionHoldsNoThread) {
   ProgramBuilder b;
+  b.host_second_tier();
   b.spec.queues.push_back({"ram->dev 2", QueueKind::Link, 1});
   const auto r1 = b.buffer(64, 0, BufferLifetime::Resident), r2 = b.buffer(64, 0, BufferLifetime::Resident);
   const auto d1 = b.buffer(64, 1), d2 = b.buffer(64, 1);
@@ -80,6 +82,7 @@ TEST(DataPlaneDeclaredTest, TheRunLetsGoOfItsCancelTokenBeforeReturning) {
   // How late that thread lets go is timing: this checks the run holds no reference once it
   // returns, which makes the thread's last release harmless whenever it comes.
   ProgramBuilder b;
+  b.host_second_tier();
   const auto r = b.buffer(64, 0, BufferLifetime::Resident);
   const auto d = b.buffer(64, 1);
   b.add(InstructionKind::Copy, 2, {r}, {d});

@@ -16,7 +16,7 @@ using test::ProgramBuilder;
 constexpr std::int32_t kRam = 0, kDisk = 2, kIo = 1;
 
 // Durations by position; positions equal instruction ids in ProgramBuilder programs.
-ProgramCosts costs(std::vector<double> seconds) { return ProgramCosts{std::move(seconds), {}, {}}; }
+ProgramCosts costs(std::vector<double> seconds) { return ProgramCosts{std::move(seconds), {}, {}, {}}; }
 
 std::string rejection(const Program& program, const ProgramCosts& costs) {
   try {
@@ -51,6 +51,31 @@ TEST(ProgramSimTest, AChainTakesTheSumOfItsDurations) {
   EXPECT_EQ(r.arena_bytes, (std::vector<std::int64_t>{128, 0, 0}));
 }
 
+TEST(ProgramSimTest, EarliestStartsReplayACallAsItRan) {
+  // Two independent loads on a deep queue, then their readers: started as measured (the
+  // second load late, as a busy thread would start it), the timeline and peaks follow.
+  ProgramBuilder b;
+  const auto [l0, w0] = load(b, 1000, 0);
+  const auto [l1, w1] = load(b, 3000, 4096);
+  const auto c0 = b.compute({w0}, {}, {l0});
+  b.free({w0}, {c0});
+  const auto c1 = b.compute({w1}, {}, {l1});
+  b.free({w1}, {c1});
+  const Program program(b.spec);
+  ProgramCosts replay = costs({1, 1, 1, 0, 1, 0});
+  replay.earliest_start_s = {0, 2.5, 0, 0, 0, 0};
+  const ProgramSimResult r = simulate_program(program, replay);
+  EXPECT_EQ(r.start_s, (std::vector<double>{0, 2.5, 1, 2, 3.5, 4.5}));
+  EXPECT_EQ(r.makespan_s, 4.5);
+  EXPECT_EQ(r.peak_bytes[kRam], 3000);  // w0 was freed at 2, before w1's load began
+  // Without them the loads overlap, and so do their buffers.
+  EXPECT_EQ(simulate_program(program, costs({1, 1, 1, 0, 1, 0})).peak_bytes[kRam], 4000);
+  replay.earliest_start_s = {0, -1, 0, 0, 0, 0};
+  EXPECT_CONTAINS(rejection(program, replay), "has earliest start -1, expected a finite number >= 0");
+  replay.earliest_start_s = {0};
+  EXPECT_CONTAINS(rejection(program, replay), "costs.earliest_start_s has 1 entries");
+}
+
 ProgramSimResult two_loads(std::int32_t io_depth) {
   ProgramBuilder b;
   b.spec.queues[kIo].capacity = io_depth;
@@ -81,7 +106,7 @@ TEST(ProgramSimTest, LoadDurationsDeriveFromTheQueueBandwidth) {
   const auto [l0, w0] = load(b, 1000, 0);
   b.spec.outputs = {w0};
   const Program program(b.spec);
-  const ProgramSimResult r = simulate_program(program, {{-1.0}, {0, 500, 0}, {0, 0.5, 0}});
+  const ProgramSimResult r = simulate_program(program, {{-1.0}, {0, 500, 0}, {0, 0.5, 0}, {}});
   EXPECT_EQ(r.end_s, (std::vector<double>{2.5}));  // 0.5 s latency + 1000 B / 500 B/s
   EXPECT_EQ(transfer_seconds(1000, 500, 0.5), 2.5);
 }
@@ -259,10 +284,10 @@ TEST(ProgramSimTest, BadCostsAreRejectedNamingTheInstructionOrQueue) {
   EXPECT_CONTAINS(rejection(program, costs({1, INFINITY, 0})), "compute 1 ('compute1') has seconds inf");
   EXPECT_CONTAINS(rejection(program, costs({1, -1, 0})), "compute 1 ('compute1') has seconds -1: a negative");
   EXPECT_CONTAINS(rejection(program, costs({-1, 1, 0})), "load 0 ('load0') has seconds -1");
-  EXPECT_CONTAINS(rejection(program, {{-1, 1, 0}, {1e9, 0, 1e9}, {}}),
+  EXPECT_CONTAINS(rejection(program, {{-1, 1, 0}, {1e9, 0, 1e9}, {}, {}}),
                   "on a queue with a known bandwidth (queue 'io')");
-  EXPECT_CONTAINS(rejection(program, {{1, 1, 0}, {1.0}, {}}), "queue_bytes_per_s has 1 entries, expected 0 or one per");
-  EXPECT_CONTAINS(rejection(program, {{1, 1, 0}, {}, {0, -1, 0}}), "queue_latency_s of queue 'io' is -1");
+  EXPECT_CONTAINS(rejection(program, {{1, 1, 0}, {1.0}, {}, {}}), "queue_bytes_per_s has 1 entries, expected 0 or one per");
+  EXPECT_CONTAINS(rejection(program, {{1, 1, 0}, {}, {0, -1, 0}, {}}), "queue_latency_s of queue 'io' is -1");
   EXPECT_THROW(transfer_seconds(-1, 1.0, 0.0), Error);
   EXPECT_THROW(transfer_seconds(1, 0.0, 0.0), Error);
   EXPECT_THROW(transfer_seconds(1, 1.0, nan), Error);

@@ -267,7 +267,10 @@ def stream_weights(
         speed = measured.read_bytes_per_s or (reads.measured_gbps or 1.0) * 1e9
         simulated = simulate_plan(chosen, measured.region_seconds, speed)  # every region on the CPU
         costs = PROFILED_COSTS
-    return PlaneProgram(runner, deeper(simulated), weights, io, reads.describe(), spill_dir, costs, tier.reason)
+    machine = layout.machine if layout is not None else None
+    return PlaneProgram(
+        runner, deeper(simulated), weights, io, reads.describe(), spill_dir, costs, tier.reason, machine=machine
+    )
 
 
 def stream_from_cache(program, regions, config, budgets, cpu_slots: int, layout: Layout | None = None) -> PlaneProgram:

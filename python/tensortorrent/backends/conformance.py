@@ -108,6 +108,17 @@ def check_queue_order(backend: DeviceBackend, index: int, info: DeviceInfo) -> N
     _expect(torch.equal(target, second), check, name, "the last copy enqueued did not win")
 
 
+def check_hold(backend: DeviceBackend, index: int, info: DeviceInfo) -> None:
+    """A weight held in the device's memory keeps its values; holding what is there already changes nothing."""
+    check, name = "hold", info.name
+    weight = torch.arange(CHECK_BYTES // 4, dtype=torch.float32).reshape(16, -1)
+    held = backend.hold(index, weight)
+    device = backend.torch_device(index)
+    _expect(held.device == device, check, name, f"the held tensor is on {held.device}, not {device}")
+    _expect(torch.equal(held.cpu(), weight), check, name, "the held tensor's values differ")
+    _expect(backend.hold(index, held) is held, check, name, "holding a held tensor again made another copy")
+
+
 def check_kernel_device(backend: DeviceBackend, index: int, info: DeviceInfo) -> None:
     check, name = "kernel device", info.name
     device = backend.torch_device(index)
@@ -122,6 +133,7 @@ CHECKS: tuple[Callable[[DeviceBackend, int, DeviceInfo], None], ...] = (
     check_pinned_host,
     check_round_trip,
     check_queue_order,
+    check_hold,
     check_kernel_device,
 )
 

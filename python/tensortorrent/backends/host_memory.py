@@ -2,7 +2,8 @@
 
 Their copies are memcpy, done by the time `Queue.copy` returns, so every event is
 complete when recorded. Memory is counted per device: the bytes of the tensors
-`allocate` gave out that are still alive.
+`allocate` gave out that are still alive (or viewed). A tensor in host memory is in
+their devices' memory already, so `hold` keeps it as it is.
 """
 
 from __future__ import annotations
@@ -78,7 +79,9 @@ class HostMemoryBackend(DeviceBackend):
             self._allocated[index] += nbytes
             self._peak[index] = max(self._peak[index], self._allocated[index])
         tensor = torch.empty(nbytes, dtype=torch.uint8)
-        weakref.finalize(tensor, self._release, index, nbytes)
+        # On the storage, which torch keeps one Python object for: the bytes count until the
+        # last view of them (a typed reshape of this tensor, say) is gone.
+        weakref.finalize(tensor.untyped_storage(), self._release, index, nbytes)
         return tensor
 
     def _release(self, index: int, nbytes: int) -> None:

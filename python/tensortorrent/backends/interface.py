@@ -107,3 +107,15 @@ class DeviceBackend(ABC):
     @abstractmethod
     def queue(self, index: int) -> Queue:
         """A new queue on device `index` (the compute queue, or a copy queue each way)."""
+
+    def hold(self, index: int, tensor: torch.Tensor) -> torch.Tensor:
+        """`tensor` in device `index`'s memory for good (a resident weight): a copy there,
+        complete when this returns, or `tensor` itself where it is in that memory already."""
+        if tensor.device == self.torch_device(index):
+            return tensor
+        nbytes = tensor.numel() * tensor.element_size()
+        held = self.allocate(index, nbytes).view(tensor.dtype).reshape(tensor.shape)
+        queue = self.queue(index)
+        queue.copy(held, tensor)
+        queue.record().wait()
+        return held

@@ -28,10 +28,11 @@ Rules, in generation order (region by region, in topological order):
 - a split layer (on a virtual device, its weights in RAM) computes the CPU's rows on the
   CPU while the device computes its own; the CPU's result is copied to the device, which
   joins the two (planning/split_lowering.py).
-- a compute output that a Copy or a Spill reads is written into the core's buffer, so the
-  Copy or Spill runs natively; other outputs are torch's tensors, planned and counted as torch-owned
-  buffers. Values without bytes (a Python scalar, an empty tensor) are carried by the
-  Python side: their copies move nothing.
+- a device's buffers are its backend's tensors (torch-owned: planned and counted, never
+  held by the core), and so are compute outputs but those a Spill reads (written into
+  the core's buffer, so the Spill runs natively); copies to and from devices run on
+  the devices' queues (runtime/device_copies.py). Values without bytes (a Python
+  scalar, an empty tensor) are carried by the Python side: their copies move nothing.
 """
 
 from __future__ import annotations
@@ -386,12 +387,14 @@ class _Lowering(WeightStreams, ActivationSpill, SplitLayers):
     def program(self, ordered, outputs, mutations, cpu_slots, io_depth, capacities) -> LoweredProgram:
         machine = self.machine
         new_id = {old: new for new, (old, _) in enumerate(ordered) if old >= 0}
-        copy_sources = {b for _, op in ordered if op.kind in (K.Copy, K.Spill) for b in op.reads}
+        spilled = {b for _, op in ordered if op.kind == K.Spill for b in op.reads}
         views = {}
         for spec in self.buffers:
             buffer, slot = spec["id"], self.value_of.get(spec["id"])
             if buffer in self.producer and self.ops[self.producer[buffer]].kind == K.Compute:
-                spec["torch_owned"] = buffer not in copy_sources or spec["bytes"] == 0
+                spec["torch_owned"] = buffer not in spilled or spec["bytes"] == 0
+            if spec["tier"] not in (RAM, self.disk_tier):  # a device's memory is its backend's
+                spec["torch_owned"] = True
             in_memory = "file" not in spec and spec["tier"] != self.disk_tier
             core_held = not spec.get("torch_owned") and spec["lifetime"] != LIFE.Input and in_memory
             if core_held and buffer not in self.carried and spec["bytes"] > 0:

@@ -48,8 +48,9 @@ class WeightStreams:
             self.preset.append((buffer, slot))
 
     def loaded_once(self, tier: int, slot: int) -> int:
-        """A core-held resident buffer on `tier` that weight `slot` is read into from disk once.
-        In RAM it is placed for O_DIRECT reads; a device's memory is not padded for them."""
+        """A resident buffer on `tier` that weight `slot` is read into from disk once: in
+        RAM, the core's, placed for O_DIRECT reads; on a device, its backend's tensor (read
+        through host memory when the program is built)."""
         place = self.weights.ranges[slot]
         placed = dict(alignment=LOAD_ALIGNMENT, phase=load_phase(place)) if tier == RAM else {}
         buffer = self.buffer(

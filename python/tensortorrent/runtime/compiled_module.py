@@ -101,7 +101,7 @@ class CompiledModule(nn.Module):
         self._runner = streamed.runner if streamed is not None else runner or ProgramRunner(program, regions)
         self._streams = streamed is not None
         if plan.tiered and streamed is None:
-            streamed = PlaneProgram(self._runner, plan.placement.chosen.program)
+            streamed = PlaneProgram(self._runner, plan.placement.chosen.program, machine=plan.placement.machine)
         elif streamed is None and not plan.direct:
             # A CPU plan runs its Program on the data plane, its weights used in place.
             lowered = in_memory_plan(self._runner, regions, plan, ram_budget_bytes, config.activation_budget_bytes)

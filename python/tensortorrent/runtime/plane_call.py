@@ -1,12 +1,14 @@
-"""One call on the data plane: its values by buffer, and the Compute callback the core enters.
+"""One call on the data plane: its values by buffer, and the callbacks the core enters.
 
-The core runs Load, Copy and Free natively; Python sees only Compute. A region's inputs are
-torch's tensors (a model weight, a user input, a region output kept as torch made it) or
-zero-copy views of buffers the core holds (a loaded weight, a copy on another tier). An
-output that a Copy reads is written into its core buffer, so the Copy can run natively.
-Torch's tensors are dropped after their last Compute reader, when the program frees them;
-an output that views a core buffer is copied out, because the core reuses that buffer's
-bytes once it is freed.
+The core runs Load, Spill, Reload and Free natively; Python runs Compute, and the copies
+to and from devices on the devices' own queues (runtime/device_copies.py), completing
+each once its event does. A region's inputs are torch's tensors (a model weight, a user
+input, a region output kept as torch made it, a device's copy of a value) or zero-copy
+views of buffers the core holds in RAM (a loaded weight, a value copied back from a
+device). An output that a Spill reads is written into its core buffer, so the Spill can
+run natively. Torch's tensors are dropped after their last reader, when the program
+frees them; an output that views a core buffer is copied out, because the core reuses
+that buffer's bytes once it is freed.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import torch.utils._pytree as pytree
 from .. import _core
 from ..planning.layer_split import join_features
 from ..planning.lowering import LoweredProgram
+from .device_copies import DeviceLink
 from .program_runner import ProgramRunner, detach_outputs
 
 
@@ -36,19 +39,54 @@ class ComputeStep:
     plain: bool  # every read and write is torch's or a preset value: no views, nothing carried
 
 
-def compute_steps(runner: ProgramRunner, lowered: LoweredProgram, readers: list[int]) -> dict[int, ComputeStep]:
+@dataclass(frozen=True)
+class CopyStep:
+    """What one Copy to or from a device does, worked out once per program."""
+
+    link: DeviceLink
+    pairs: tuple[tuple[int, int], ...]  # (source, target) buffers whose value has bytes
+    counted: tuple[int, ...]  # sources that are torch's transient tensors, dropped after their last reader
+
+
+@dataclass(frozen=True)
+class CallSteps:
+    """Everything a call's callbacks need, fixed per program."""
+
+    computes: dict[int, ComputeStep]
+    copies: dict[int, CopyStep]
+    readers: list[int]  # per buffer: its Compute and Copy readers, where it is torch's transient tensor
+    held: dict[int, Any]  # preset buffers on a device: the device's own copy of the bound value
+
+
+def call_steps(
+    runner: ProgramRunner, lowered: LoweredProgram, links: dict[int, DeviceLink], held: dict[int, Any]
+) -> CallSteps:
+    program = lowered.program
+    buffers, outputs = program.buffers, set(program.outputs)
+    readers = [0] * len(buffers)
+    copies = [i for i in program.schedule.instructions if i.kind == _core.InstructionKind.Copy]
+    for reads in [r for r, _ in lowered.operands.values()] + [i.reads for i in copies]:
+        for buffer in reads:
+            spec = buffers[buffer]
+            if spec.torch_owned and spec.lifetime == _core.BufferLifetime.Transient and buffer not in outputs:
+                readers[buffer] += 1
     special = set(lowered.views) | set(lowered.carried)
-    steps = {}
+    computes = {}
     for ident, (reads, writes) in lowered.operands.items():
         forward = runner.kernels[lowered.region_of[ident]].forward
-        steps[ident] = ComputeStep(
+        computes[ident] = ComputeStep(
             forward=join_features if ident in lowered.joined else forward,
             reads=reads,
             writes=writes,
             counted=tuple(b for b in reads if readers[b]),
             plain=not special.intersection(reads) and not special.intersection(writes),
         )
-    return steps
+    steps = {}
+    for instruction in copies:
+        pairs = tuple((s, t) for s, t in zip(instruction.reads, instruction.writes) if t not in lowered.carried)
+        counted = tuple(b for b in instruction.reads if readers[b])
+        steps[instruction.id] = CopyStep(links[instruction.queue], pairs, counted)
+    return CallSteps(computes, steps, readers, held)
 
 
 class PlaneCall:
@@ -61,24 +99,16 @@ class PlaneCall:
         plane: _core.DataPlane,
         memory,
         flat_inputs: list[Any],
-        steps: dict[int, ComputeStep],
-        readers: list[int],
-        bound_inputs: tuple[int, ...],
+        steps: CallSteps,
     ) -> None:
-        """`steps`: per Compute instruction, what it does; `readers`: per buffer, the Compute
-        instructions that read it (torch's tensors only); `bound_inputs`: input buffers a
-        Copy reads, whose memory the core is told."""
         self._runner, self._lowered, self._plane, self._memory = runner, lowered, plane, memory
         self._steps = steps
         values = runner.bound_values + list(flat_inputs)
         self.env: list[Any] = [None] * len(lowered.program.buffers)
         for buffer, slot in lowered.preset:
-            self.env[buffer] = preset_value(lowered, buffer, values[slot])
-        for buffer in bound_inputs:
-            tensor = self.env[buffer].contiguous()  # kept for the call: the core reads its bytes
-            self.env[buffer] = tensor
-            memory.bind(buffer, tensor.data_ptr(), tensor.nbytes)
-        self._readers_left = list(readers)
+            held = steps.held.get(buffer)
+            self.env[buffer] = held if held is not None else preset_value(lowered, buffer, values[slot])
+        self._readers_left = list(steps.readers)
         self._lock = threading.Lock()
 
     def value(self, buffer: int) -> Any:
@@ -95,7 +125,7 @@ class PlaneCall:
     def compute(self, instruction_id: int) -> None:
         """Runs a Compute instruction's region (on an executor thread or the caller's)."""
         torch.set_grad_enabled(False)  # grad mode is per thread
-        step = self._steps[instruction_id]
+        step = self._steps.computes[instruction_id]
         env = self.env
         if step.plain:  # the common case on the CPU: torch's tensors in, torch's tensors out
             outputs = step.forward(*[env[b] for b in step.reads])
@@ -103,12 +133,36 @@ class PlaneCall:
                 env[buffer] = value
         else:
             self._compute_with_views(step)
-        if step.counted:
-            with self._lock:
-                for buffer in step.counted:
-                    self._readers_left[buffer] -= 1
-                    if self._readers_left[buffer] == 0:
-                        env[buffer] = None
+        self._read(step.counted)
+
+    def copy(self, instruction_id: int, done: Callable[[BaseException | None], None]) -> None:
+        """Starts a Copy to or from a device on its link's queue; `done` ends it once the
+        queue's event after it completes (from the link's waiter thread)."""
+        step = self._steps.copies[instruction_id]
+        link, env, views = step.link, self.env, self._lowered.views
+        for source, target in step.pairs:
+            value = self.value(source)
+            if target in views:  # a value coming back into the core's RAM
+                link.queue.copy(self.value(target), value)
+            else:
+                env[target] = link.empty_like(value)
+                link.queue.copy(env[target], value)
+        link.waiter.after(link.queue.record(), lambda error: self._copied(step, done, error))
+
+    def _copied(self, step: CopyStep, done, error: BaseException | None) -> None:
+        if error is None:
+            self._read(step.counted)
+        done(error)
+
+    def _read(self, buffers: tuple[int, ...]) -> None:
+        """One more reader of each of `buffers` has finished; the last one drops the value."""
+        if not buffers:
+            return
+        with self._lock:
+            for buffer in buffers:
+                self._readers_left[buffer] -= 1
+                if self._readers_left[buffer] == 0:
+                    self.env[buffer] = None
 
     def _compute_with_views(self, step: ComputeStep) -> None:
         views, env = self._lowered.views, self.env
@@ -122,6 +176,10 @@ class PlaneCall:
                 env[buffer] = value.clone()  # it views a core buffer that will be reused
             else:
                 env[buffer] = value
+
+    def drop(self) -> None:
+        """Lets go of every value of the call."""
+        self.env[:] = [None] * len(self.env)
 
     def finish(self) -> Any:
         """Applies buffer mutations and assembles the user's output structure from RAM."""

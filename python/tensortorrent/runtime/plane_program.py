@@ -5,8 +5,10 @@ With weights on disk (a streaming plan), the core holds them: residents in its r
 arena (read once through the I/O engine), streamed ones in each call's arena, written by
 `Load` instructions while other regions compute. With weights in memory, the model's own
 tensors are used in place and the program counts them, with the activations, against
-each tier's budget. On virtual devices, copies between tiers are the core's own memcpy
-and every instruction lasts at least its declared time (see hardware/virtual.py).
+each tier's budget. A device's memory is its backend's: the copies to and from it run
+on its queues (runtime/device_copies.py), and its resident weights are copied there
+once, when the program is built. On virtual devices every instruction lasts at least
+its declared time (see hardware/virtual.py).
 """
 
 from __future__ import annotations
@@ -16,11 +18,16 @@ from typing import Any
 import torch
 
 from .. import _core
+from ..backends.interface import DeviceBackend
+from ..backends.virtual import VirtualBackend
+from ..errors import InvalidArgumentError
 from ..observe.units import format_bytes
 from ..planning.lowering import UNBOUNDED, LoweredProgram
+from ..planning.machine import RAM, PlanMachine
 from ..planning.streaming import predicted_at
 from ..planning.weights_on_disk import WeightsOnDisk
-from .plane_call import PlaneCall, compute_steps, preset_value
+from .device_copies import device_links
+from .plane_call import PlaneCall, call_steps
 from .program_runner import ProgramRunner
 
 K = _core.InstructionKind
@@ -41,13 +48,15 @@ class PlaneProgram:
         spill_dir: str = "",
         costs: str = "",
         layout: str = "",
+        machine: PlanMachine | None = None,
     ) -> None:
         """`weights` and `io`: the files the weights stream from and the engine reading them
         (`reads` says how it reads, for explain()); None when the weights are the model's
         own tensors in memory. `spill_dir`: where a plan that spills activations writes
         them (storage/spill_dir.py); its spills and reloads share `io`, or an engine of
         their own when the weights are in memory. `costs` says where the predictions'
-        figures came from, and `layout` why these weights stream, for explain()."""
+        figures came from, and `layout` why these weights stream, for explain().
+        `machine`: the devices the program's device tiers are (None: the CPU alone)."""
         self.runner = runner
         self.plan = plan
         self.weights = weights
@@ -64,40 +73,24 @@ class PlaneProgram:
         self.spill_dir = spill_dir
         workers = max(1, queues[0].capacity - 1 + devices)
         self.plane = _core.DataPlane(program, io, workers=workers, spill_dir=spill_dir)
+        self.devices = device_backends(program, machine)
         if weights is not None:
             self.resident_tensors = self._load_residents()
             runner.rebind(self.bound_values())
-        # Buffers a Copy reads: the core needs their addresses.
-        self._copied = {b for i in program.schedule.instructions if i.kind == K.Copy for b in i.reads}
-        self._readers, self._bound_inputs = self._call_facts()
-        self._steps = compute_steps(runner, plan, self._readers)
-        self._bind_residents()
+        self._steps = call_steps(runner, plan, device_links(program, self.devices), self._held_on_devices())
 
-    def _call_facts(self) -> tuple[list[int], tuple[int, ...]]:
-        """Per buffer, its Compute readers when it is torch's transient tensor (dropped after
-        the last); and the input buffers a Copy reads (bound to the caller's memory per call)."""
-        program, plan = self.plan.program, self.plan
-        buffers = program.buffers
-        outputs = set(program.outputs)
-        readers = [0] * len(buffers)
-        for reads, _ in plan.operands.values():
-            for buffer in reads:
-                spec = buffers[buffer]
-                if spec.torch_owned and spec.lifetime == LIFE.Transient and buffer not in outputs:
-                    readers[buffer] += 1
-        inputs = tuple(b for b in sorted(self._copied) if buffers[b].lifetime == LIFE.Input and buffers[b].bytes > 0)
-        return readers, inputs
+    def _device_of(self, tier: int) -> tuple[DeviceBackend, int]:
+        return self.devices[self.plan.program.tiers[tier].name]
 
-    def _bind_residents(self) -> None:
-        """Tells the core where the model's own weights are that a Copy reads."""
+    def _held_on_devices(self) -> dict[int, Any]:
+        """The resident weights on devices: each copied into its device's memory once."""
         program, values = self.plan.program, self.runner.bound_values
-        self._bound_weights = []  # what the core reads: kept alive as long as the plane
+        held = {}
         for buffer, slot in self.plan.preset:
-            spec = program.buffers[buffer]
-            if buffer in self._copied and spec.torch_owned and spec.bytes > 0:
-                tensor = preset_value(self.plan, buffer, values[slot]).contiguous()  # the core copies bytes as they lie
-                self._bound_weights.append(tensor)
-                self.plane.bind_resident(buffer, tensor.data_ptr(), tensor.nbytes)
+            tier = program.buffers[buffer].tier
+            if tier != RAM and values[slot] is not None and program.buffers[buffer].lifetime == LIFE.Resident:
+                held[buffer] = self._device_of(tier)[0].hold(self._device_of(tier)[1], values[slot])
+        return held
 
     def predicted_s(self) -> float:
         """The simulated duration of one call (0 when the program carries no predictions)."""
@@ -118,10 +111,15 @@ class PlaneProgram:
         tensors = {}
         for slot, buffer in self.plan.resident.items():
             place = self.weights.ranges[slot]
-            view = self.plane.view(memory, buffer)
+            tier = self.plan.program.buffers[buffer].tier
+            # A device's are read into host memory first, then copied to the device.
+            view = self.plane.view(memory, buffer) if tier == RAM else torch.empty(place.nbytes, dtype=torch.uint8)
             if place.nbytes:
                 self.io.read_into(self.weights.path_of(place), place.offset, view)
             tensors[slot] = view.view(place.dtype).reshape(place.shape)
+            if tier != RAM:
+                backend, index = self._device_of(tier)
+                tensors[slot] = backend.hold(index, tensors[slot])
         return tensors
 
     @property
@@ -203,12 +201,26 @@ class PlaneProgram:
         """One call: returns (outputs, run report, per-tier peak bytes)."""
         plane = self.plane
         memory = plane.begin_call(timeout_s)
+        call = None
         try:
-            call = PlaneCall(
-                self.runner, self.plan, plane, memory, flat_inputs, self._steps, self._readers, self._bound_inputs
-            )
+            call = PlaneCall(self.runner, self.plan, plane, memory, flat_inputs, self._steps)
             with torch.no_grad():  # the caller's thread computes too; its grad mode comes back after
-                report = plane.run(memory, call.compute, stall_timeout_s=stall_timeout_s, cancel=token)
+                report = plane.run(
+                    memory, call.compute, stall_timeout_s=stall_timeout_s, cancel=token, device_copy=call.copy
+                )
             return call.finish(), report, list(memory.peak_bytes)
         finally:
+            if call is not None:  # its values (device memory too) go now, even while an error's traceback lives
+                call.drop()
             plane.end_call(memory)
+
+
+def device_backends(program: _core.Program, machine: PlanMachine | None) -> dict[str, tuple[DeviceBackend, int]]:
+    """Per device tier of `program`, by name, its backend and index there."""
+    declared = [d.virtual for d in machine.devices if d.virtual is not None] if machine is not None else []
+    backend = VirtualBackend(declared)
+    devices = {device.name: (backend, index) for index, device in enumerate(declared)}
+    for tier in program.tiers:
+        if tier.kind == _core.TierKind.Device and tier.name not in devices:
+            raise InvalidArgumentError(f"the program has device tier {tier.name!r}, but no such device was given")
+    return devices

@@ -79,6 +79,17 @@ class CallMemory : public std::enable_shared_from_this<CallMemory> {
 // What the Python side runs for a Compute instruction; may throw.
 using ComputeKernel = std::function<void(const Instruction& instruction)>;
 
+// Ends an instruction a DeviceCopyKernel started: called once, from any thread, with
+// nullptr on success or the failure.
+using Finish = std::function<void(std::exception_ptr failure)>;
+
+// What the caller runs for a Copy that touches a Device tier. A device's memory is the
+// caller's (its buffers are torch-owned: the core plans and counts them, never touches
+// their bytes), so the caller moves the bytes on the device's own queues and calls `done`
+// once the copy has completed, typically later from another thread: no thread of the
+// core waits for it. May throw instead of calling `done`.
+using DeviceCopyKernel = std::function<void(const Instruction& instruction, Finish done)>;
+
 // One program's runtime: its resident arenas (allocated once), pools of per-call arenas and
 // spill files, the ledger that enforces each tier's budget (a Disk tier's transient bytes are
 // its spill file's), and the I/O engine its loads, spills and reloads use. The ledger admits a
@@ -105,14 +116,17 @@ class DataPlane {
   // Runs every instruction of the program for the call that owns `memory`: loads, spills
   // (the host buffer's bytes written at the Disk buffer's offset in the call's spill file) and
   // reloads (read back into the host buffer) through the I/O engine, completing
-  // asynchronously; copies and frees natively without the GIL; compute through `compute`. A
+  // asynchronously; copies between host tiers and frees natively without the GIL; copies
+  // that touch a Device tier through `device_copy` (Error(InvalidArgument) naming the copy
+  // when there is none); compute through `compute`. A
   // failed spill or reload fails the run with its Error(IO), which names the spill file's
   // directory, the offset, the length and the OS reason. An instruction whose work ends
   // before its declared_us has passed (since it started) completes at that deadline, from
   // the plane's timer: no thread waits for it; a failure completes at once. Returns or throws only once nothing
   // of the call is in progress (after a stall: see Executor::run), so its arenas are no
   // longer written.
-  RunReport run(const std::shared_ptr<CallMemory>& memory, ComputeKernel compute, RunOptions options);
+  RunReport run(const std::shared_ptr<CallMemory>& memory, ComputeKernel compute, RunOptions options,
+                DeviceCopyKernel device_copy = nullptr);
 
   // The resident buffers alone (for filling them before the first call): a CallMemory
   // without transient arenas, booking nothing, with the plane's resident bindings.
@@ -139,8 +153,9 @@ class DataPlane {
  private:
   void instruction_ended(CallMemory& memory);  // the last one after end_call releases the booking
   void release_booking(CallMemory& memory);
-  void start(const std::shared_ptr<CallMemory>& memory, const ComputeKernel& compute, const Instruction& instruction,
-             std::size_t position, Completion done);
+  void start(const std::shared_ptr<CallMemory>& memory, const ComputeKernel& compute,
+             const DeviceCopyKernel& device_copy, const Instruction& instruction, std::size_t position,
+             Completion done);
 
   std::shared_ptr<const Program> program_;
   std::shared_ptr<IoEngine> io_;
@@ -161,6 +176,7 @@ class DataPlane {
   std::vector<std::int32_t> queue_capacities_;  // per queue
   std::vector<bool> immediate_;                 // per position: a Free, run the moment its last reader ends
   std::vector<std::int64_t> moved_bytes_;       // per position: bytes a load or copy writes
+  std::vector<bool> device_copy_;               // per position: a copy that touches a Device tier
 };
 
 }  // namespace tt

@@ -20,6 +20,7 @@ struct TimedDag {
   std::vector<double> duration;                 // per position: seconds once started, finite and >= 0
   std::vector<std::int32_t> capacity;           // per queue: how many of its positions run at once, >= 1
   std::vector<std::size_t> tie_rank;            // per position: lower first among equally ready; empty: the position
+  std::vector<double> release;                  // empty, or per position: it is ready no sooner than this
 
   // Number of positions.
   std::size_t size() const noexcept { return duration.size(); }
@@ -49,7 +50,8 @@ struct Timeline {
   static constexpr std::size_t npos = static_cast<std::size_t>(-1);
 };
 
-// Runs `dag` from time 0. A position is ready when its dependencies have finished; a queue
+// Runs `dag` from time 0. A position is ready when its dependencies have finished (and its
+// release time, if given, has come); a queue
 // with a free slot starts, among its ready positions, the one ready first (ties: lower
 // tie_rank, then lower position), in the slot idle the longest (ties: lower slot). All
 // completions at one time are handled before any queue starts more, so work made ready at

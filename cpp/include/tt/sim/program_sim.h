@@ -17,6 +17,10 @@ struct ProgramCosts {
   std::vector<double> seconds;
   std::vector<double> queue_bytes_per_s;  // empty, or per queue: finite, >= 0 (0: unknown, nothing derives there)
   std::vector<double> queue_latency_s;    // empty (all 0), or per queue: finite, >= 0, paid per derived instruction
+  // Empty, or per position: finite, >= 0, the instruction starts no sooner. A call's
+  // measured starts, with its measured durations, replay that call: the simulated timeline
+  // is the measured one, and so are its memory peaks.
+  std::vector<double> earliest_start_s;
 };
 
 // What one simulation found; a plain value. Positions are those of program.schedule().

@@ -1,0 +1,111 @@
+"""Copies that touch a device, run on the device's own queues through its backend.
+
+A device's memory is its backend's (torch's tensors: CUDA memory from the caching
+allocator, a virtual device's host memory): the core plans and counts a device's buffers
+but never touches their bytes, so it hands every Copy to or from a device tier to Python.
+Each link (a device's h2d, its d2h) has a queue of its backend (a CUDA stream). A copy is
+enqueued there and an event recorded after it; the copy completes, for the executor,
+when that event does. One waiter thread per link sees its events complete in order (a
+queue runs its work in order), so no thread waits per copy, and the executor's own
+threads go on with other work meanwhile.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from .. import _core
+from ..backends.interface import DeviceBackend, Event, Queue
+
+LINK = _core.QueueKind.Link
+
+
+class _Pending:
+    """A waiter's queue of (event, callback); None asks its thread to end."""
+
+    def __init__(self) -> None:
+        self.items: deque[tuple[Event, Callable[[BaseException | None], None]] | None] = deque()
+        self.ready = threading.Condition()
+
+    def put(self, item) -> None:
+        with self.ready:
+            self.items.append(item)
+            self.ready.notify()
+
+    def take(self):
+        with self.ready:
+            while not self.items:
+                self.ready.wait()
+            return self.items.popleft()
+
+
+class LinkWaiter:
+    """A thread that runs each callback once its event completes, in the order given. The
+    thread holds only the queue, so the waiter is collected with its program, and then
+    the thread ends."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._pending = _Pending()
+        self._thread: threading.Thread | None = None
+        self._starting = threading.Lock()  # concurrent calls share a link
+        weakref.finalize(self, self._pending.put, None)
+
+    def after(self, event: Event, then: Callable[[BaseException | None], None]) -> None:
+        """Calls then(None) once `event` completes, or then(error) if waiting for it fails."""
+        with self._starting:
+            if self._thread is None:
+                self._thread = threading.Thread(target=_wait_in_order, args=(self._pending,), daemon=True)
+                self._thread.name = f"tt-{self._name}"
+                self._thread.start()
+        self._pending.put((event, then))
+
+
+def _wait_in_order(pending: _Pending) -> None:
+    while (item := pending.take()) is not None:
+        event, then = item
+        del item
+        try:
+            event.wait()
+        except BaseException as error:  # a device error: the copy's run fails with it
+            then(error)
+        else:
+            then(None)
+        del event, then  # nothing of a finished call stays referenced while this thread waits
+
+
+@dataclass(frozen=True)
+class DeviceLink:
+    """One way between host RAM and a device: its backend's queue and the thread that sees it complete."""
+
+    backend: DeviceBackend
+    index: int  # the device's index in its backend
+    to_device: bool
+    queue: Queue
+    waiter: LinkWaiter
+
+    def empty_like(self, value: torch.Tensor) -> torch.Tensor:
+        """Where the copy of `value` goes: the device's memory, or host memory coming back."""
+        if not self.to_device:
+            return torch.empty(value.shape, dtype=value.dtype)
+        nbytes = value.numel() * value.element_size()
+        return self.backend.allocate(self.index, nbytes).view(value.dtype).reshape(value.shape)
+
+
+def device_links(program: _core.Program, devices: dict[str, tuple[DeviceBackend, int]]) -> dict[int, DeviceLink]:
+    """Per link queue of `program` ("<device>.h2d", "<device>.d2h"), its DeviceLink;
+    `devices` gives each device's backend and index there."""
+    links = {}
+    for position, queue in enumerate(program.queues):
+        if queue.kind != LINK:
+            continue
+        device, _, way = queue.name.rpartition(".")
+        backend, index = devices[device]
+        links[position] = DeviceLink(backend, index, way == "h2d", backend.queue(index), LinkWaiter(queue.name))
+    return links
