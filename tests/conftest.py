@@ -7,6 +7,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -81,6 +82,23 @@ class ProbeChain(torch.nn.Module):
         for tag, layer in enumerate(self.layers):
             x = probe(layer(x), tag)
         return x
+
+
+PLUGINS = Path(__file__).resolve().parent / "plugins"
+
+
+@pytest.fixture
+def plugins_from(monkeypatch):
+    """Puts a folder of installed distributions (tests/plugins/NAME) on sys.path, as pip
+    would, for one test: its backends are found through their entry points."""
+    from tensortorrent.backends import registry
+
+    def install(name: str) -> None:
+        monkeypatch.syspath_prepend(str(PLUGINS / name))
+        registry.reload_plugins()
+
+    yield install
+    registry.reload_plugins()
 
 
 @pytest.fixture

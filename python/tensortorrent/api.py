@@ -19,6 +19,7 @@ from .config import CompileConfig
 from .errors import InvalidArgumentError, UnsupportedError
 from .from_checkpoint import compile_from_checkpoint, exported_source
 from .hardware import discover_devices, resolve_budgets
+from .hardware.accelerator import named_accelerators
 from .hardware.devices import names_accelerator
 from .hardware.virtual import VirtualDevice, check_machine
 from .objective import ObjectiveFunction
@@ -58,7 +59,8 @@ def compile(
     Returns a CompiledModule whose calls give the same outputs as `model` in eval mode.
     The model's own training/eval flags are left as they were. A ModuleGraph is compiled
     as the module that runs it. `devices` names where regions may compute: "auto" (the
-    CPU), "cpu", or names of the virtual devices declared in `machine`.
+    CPU), "cpu", names of the virtual devices declared in `machine`, or devices a backend
+    finds ("cuda:0", a plugin's "kind:0"), whose link and region times are measured.
 
     With `checkpoint` (a .safetensors file, a list of them, a *.safetensors.index.json or
     a folder holding one), the weights are read from there in place, never all in RAM at
@@ -83,7 +85,8 @@ def compile(
     # the streaming program (not the placement) holds RAM to the budget.
     over_budget = config.ram_budget_bytes is not None and weight_bytes(model) > budgets.ram.amount
     streaming = over_budget and config.allow_disk_streaming
-    plan_machine = resolve_machine(devices, check_machine(machine), UNBOUNDED if streaming else budgets.ram.amount)
+    ram = UNBOUNDED if streaming else budgets.ram.amount
+    plan_machine = resolve_machine(devices, check_machine(machine), ram, named_accelerators(devices, budgets))
     if config.activation_budget_bytes is not None and not plan_machine.is_cpu_only:
         raise UnsupportedError("tt.compile: activations spill from CPU regions only today; use devices='cpu'")
     if not streaming:
@@ -104,6 +107,7 @@ def compile(
         with progress.stage("profile"):
             seconds, reused = profiled_cpu_seconds(runner, signature.flatten(args, kwargs))
             log.debug("region times %s", "reused from the profile cache" if reused else "measured")
+            plan_machine = plan_machine.profiled(runner, signature.flatten(args, kwargs))
         with progress.stage("plan"):
             objective = ObjectiveFunction.make(
                 config.objective, config.objective_weights, plan_machine.slowest_link_bytes_per_s()

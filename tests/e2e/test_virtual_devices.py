@@ -196,7 +196,7 @@ def test_virtual_devices_are_only_used_when_named(model):
     [
         ({"devices": ["fast", "gpu7"]}, tt.InvalidArgumentError, "unknown device 'gpu7'; known: 'cpu', 'fast'"),
         ({"devices": ["fast", "fast"]}, tt.InvalidArgumentError, "more than once"),
-        ({"devices": ["cuda:0"]}, tt.UnsupportedError, "cuda:0"),
+        ({"devices": ["cuda:9"]}, tt.InvalidArgumentError, "unknown device 'cuda:9'; known: 'cpu', 'fast'"),
         ({"devices": [], "machine": None}, tt.InvalidArgumentError, "non-empty list"),
         ({"machine": "fast"}, tt.InvalidArgumentError, "machine: expected a tt.VirtualDevice"),
         ({"machine": [fast_small(), fast_small()]}, tt.InvalidArgumentError, "distinct"),

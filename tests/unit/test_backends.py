@@ -4,8 +4,6 @@ fail are left out and named."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import torch
 
@@ -18,20 +16,6 @@ from tensortorrent.backends.torch_accelerator import TorchAcceleratorBackend
 from tensortorrent.backends.virtual import VirtualBackend
 from tensortorrent.cli.doctor import report as doctor_report
 from tensortorrent.hardware import discover_devices
-
-PLUGINS = Path(__file__).resolve().parents[1] / "plugins"
-
-
-@pytest.fixture
-def plugins_from(monkeypatch):
-    """Puts a folder of installed distributions on sys.path, as pip would, for one test."""
-
-    def install(name: str) -> None:
-        monkeypatch.syspath_prepend(str(PLUGINS / name))
-        registry.reload_plugins()
-
-    yield install
-    registry.reload_plugins()
 
 
 def test_the_cpu_backend_conforms():

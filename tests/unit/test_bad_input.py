@@ -88,9 +88,9 @@ def test_config_of_the_wrong_kind():
         tt.compile(nn.Linear(2, 2), example_inputs=(torch.randn(1, 2),), config={"max_region_nodes": 2})
 
 
-def test_unsupported_device_is_refused():
-    with pytest.raises(tt.UnsupportedError, match="cuda:0"):
-        tt.compile(nn.Linear(2, 2), example_inputs=(torch.randn(1, 2),), devices="cuda:0")
+def test_an_unknown_device_is_refused():
+    with pytest.raises(tt.InvalidArgumentError, match="unknown device 'cuda:9'"):
+        tt.compile(nn.Linear(2, 2), example_inputs=(torch.randn(1, 2),), devices="cuda:9")
 
 
 class DataDependent(nn.Module):

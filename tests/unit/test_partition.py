@@ -103,3 +103,31 @@ def test_a_region_accepts_inputs_with_other_strides_than_eager_gave_them():
     # Copied between tiers, the value arrives contiguous, where the exported view cannot apply.
     (merged,) = module(heads.contiguous())
     torch.testing.assert_close(merged, model(heads))
+
+
+class MaskedScale(nn.Module):
+    """Makes a tensor of its own (export records it on the CPU) and reads a constant."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("scale", torch.tensor(2.0))
+
+    def forward(self, x):
+        return x * torch.arange(x.shape[-1], dtype=x.dtype) * self.scale
+
+
+def test_a_region_retargeted_to_a_device_makes_its_tensors_there():
+    from tensortorrent.partition import build_region_module
+    from tensortorrent.partition.region_module import on_device
+
+    model, x = MaskedScale().eval(), torch.randn(2, 5)
+    program = normalize(capture_model(model, (x,), {}))
+    (region,) = partition(program, frozenset(), 256)
+    module = build_region_module(program.graph_module, region)
+    assert on_device(module, torch.device("cpu")) is module
+    values = {b.slot: b.tensor for b in program.bound} | {program.input_slots[0]: x}
+    inputs = [values[program.slot_of[node]] for node in region.in_nodes]
+    (out,) = on_device(module, torch.device("meta"))(*[t.to("meta") for t in inputs])
+    assert out.device.type == "meta" and out.shape == (2, 5)
+    (again,) = module(*inputs)  # the original is untouched
+    torch.testing.assert_close(again, model(x))

@@ -108,6 +108,11 @@ class DeviceBackend(ABC):
     def queue(self, index: int) -> Queue:
         """A new queue on device `index` (the compute queue, or a copy queue each way)."""
 
+    def synchronize(self, index: int) -> None:
+        """Waits until the kernels launched on device `index` have run (the default: kernels
+        that run as they are called, as in host memory)."""
+        return None
+
     def hold(self, index: int, tensor: torch.Tensor) -> torch.Tensor:
         """`tensor` in device `index`'s memory for good (a resident weight): a copy there,
         complete when this returns, or `tensor` itself where it is in that memory already."""

@@ -100,6 +100,9 @@ class TorchAcceleratorBackend(DeviceBackend):
     def reset_peak(self, index: int) -> None:
         self._module.reset_peak_memory_stats(index)
 
+    def synchronize(self, index: int) -> None:
+        self._module.synchronize(index)
+
     def allocate(self, index: int, nbytes: int) -> torch.Tensor:
         return torch.empty(nbytes, dtype=torch.uint8, device=self.torch_device(index))
 

@@ -60,16 +60,18 @@ def explain(
 def _machine_lines(placement: Placement) -> list[str]:
     lines = [f"  objective: {placement.objective.describe()}", "  devices:"]
     for device in placement.machine.devices:
-        spec = device.virtual
+        spec = device.spec
         if spec is None:
             lines.append(
                 f"    cpu: computes in host RAM ({format_bytes(placement.machine.ram_bytes)} budget); times measured"
             )
-        else:
+        elif device.declared:
             lines.append(
                 f"    {device.name}: virtual, {format_bytes(spec.memory_bytes)}, {spec.flops / 1e9:g} GFLOP/s, "
                 f"link {spec.link_bandwidth / 1e9:g} GB/s each way + {spec.link_latency_s * 1e6:g} us"
             )
+        else:
+            lines.append(f"    {device.name}: {format_bytes(spec.memory_bytes)} budget, {spec.describe()}")
     return lines
 
 
@@ -140,7 +142,7 @@ def _finalist_lines(placement: Placement) -> list[str]:
             name = machine.devices[device].name
             counts[name] = counts.get(name, 0) + 1
         where = ", ".join(f"{name} x{count}" for name, count in counts.items())
-        resident = sum(candidate.resident[r] for r, d in enumerate(candidate.devices) if machine.devices[d].virtual)
+        resident = sum(candidate.resident[r] for r, d in enumerate(candidate.devices) if machine.devices[d].spec)
         over = ", ".join(candidate.over_capacity)
         fits = f"memory plan over capacity on {over}" if over else "fits"
         split = f"; {len(candidate.splits)} layer(s) split" if candidate.splits else ""
@@ -161,9 +163,9 @@ def _layer_choice_lines(placement: Placement, regions: Sequence[Region]) -> list
     lines = []
     for region in regions:
         index, device = region.index, machine.devices[chosen.devices[region.index]]
-        if region.parameter_bytes == 0 or (device.virtual is not None and chosen.resident[index]):
+        if region.parameter_bytes == 0 or (device.spec is not None and chosen.resident[index]):
             continue
-        if device.virtual is None:
+        if device.spec is None:
             lines.append(f"  {region.name:<24} computed on the cpu from host RAM")
             continue
         link_ms = machine.link_seconds(machine.link(0, device.tier), region.parameter_bytes) * 1e3
@@ -175,7 +177,7 @@ def _layer_choice_lines(placement: Placement, regions: Sequence[Region]) -> list
                 f"  {region.name:<24} copied to {device.name} ({format_bytes(region.parameter_bytes)}); {times}"
             )
             continue
-        cpu = next(i for i, d in enumerate(machine.devices) if d.virtual is None)
+        cpu = next(i for i, d in enumerate(machine.devices) if d.spec is None)
         rows, total = split.device_rows, split.layer.rows
         lines.append(
             f"  {region.name:<24} split: rows 0:{rows} of {total} ({split.device_share:.0%}) on {device.name}, "

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import torch
 from torch import fx, nn
 
@@ -50,3 +52,27 @@ def _copy_attribute(source: nn.Module, target: nn.Module, dotted: str) -> None:
         dst.add_module(leaf, value)
     else:
         setattr(dst, leaf, value)
+
+
+def on_device(module: fx.GraphModule, device: torch.device) -> fx.GraphModule:
+    """The region's kernel for a device: the same graph with every tensor it creates (an
+    arange, a mask, a full; torch.export records them on the CPU it ran on) made on
+    `device` instead, so nothing it computes there mixes devices. Its attributes (a lifted
+    constant) are copied to the device too. The same module where `device` is the CPU."""
+    if device.type == "cpu":
+        return module
+    root = copy.deepcopy(module).to(device)
+    graph = root.graph
+    for node in graph.nodes:
+        if isinstance(node.kwargs.get("device"), (torch.device, str)):
+            node.kwargs = {**node.kwargs, "device": device}
+        elif node.op == "get_attr":
+            *parents, leaf = node.target.split(".")
+            owner = root
+            for name in parents:
+                owner = getattr(owner, name)
+            value = getattr(owner, leaf)
+            if isinstance(value, torch.Tensor) and not isinstance(value, nn.Parameter):
+                setattr(owner, leaf, value.to(device))  # a plain attribute: .to() above left it
+    root.recompile()
+    return root

@@ -34,7 +34,7 @@ class ActivationSpill:
         self.spilled: dict[int, int] = {}  # slot -> its buffer in the spill file
         self.in_ram: set[int] = set()  # activations whose value is in RAM now (in generation order)
         if budget is not None:
-            if any(self.virtual):
+            if any(self.on_device):
                 raise AssertionError("activations spill from CPU regions only")
             self.disk_tier = len(self.machine.tier_names)
 

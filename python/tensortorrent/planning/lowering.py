@@ -182,7 +182,7 @@ class _Lowering(WeightStreams, ActivationSpill, SplitLayers):
         self.devices, self.resident, self.compute_s = list(devices), list(resident), compute_s
         self.prefetch, self.weights = prefetch, weights
         self.bound = runner.bound_count
-        self.virtual = [machine.devices[d].virtual is not None for d in self.devices]
+        self.on_device = [machine.devices[d].spec is not None for d in self.devices]
         self.streamed_from_disk = sorted(streamed)
         self.disk_tier = len(machine.tier_names) if weights is not None else None  # also where spills go
         self.buffers: list[dict] = []
@@ -244,6 +244,10 @@ class _Lowering(WeightStreams, ActivationSpill, SplitLayers):
         tier = self.tier_of(region)
         return CPU_QUEUE if tier == RAM else 2 + 3 * (tier - 1)
 
+    def declared(self, tier: int, seconds: float) -> float:
+        """What an instruction involving `tier` declares: its time on a virtual device, else none."""
+        return seconds if tier != RAM and self.machine.device_on_tier(tier).declared else 0.0
+
     def link_queue(self, from_tier: int, to_tier: int) -> int:
         return 2 + 3 * (max(from_tier, to_tier) - 1) + (1 if from_tier == RAM else 2)
 
@@ -262,7 +266,10 @@ class _Lowering(WeightStreams, ActivationSpill, SplitLayers):
         seconds = self.machine.link_seconds(link, sum(self.buffers[s]["bytes"] for s in sources))
         name = f"{label} -> {self.machine.tier_names[to_tier]}"
         queue = self.link_queue(from_tier, to_tier)
-        self.emit(Op(K.Copy, queue, sources, targets, deps, name, seconds, seconds), serial=True)
+        self.emit(
+            Op(K.Copy, queue, sources, targets, deps, name, seconds, self.declared(max(from_tier, to_tier), seconds)),
+            serial=True,
+        )
         return targets
 
     def values_on(self, slots: list[int], tier: int) -> dict[int, int]:
@@ -329,11 +336,11 @@ class _Lowering(WeightStreams, ActivationSpill, SplitLayers):
             deps = {self.producer[b] for b in inputs if b in self.producer}
             seconds = float(self.compute_s[region][self.devices[region]])
             seconds *= split.device_share if split is not None else 1.0
-            declared = seconds if self.virtual[region] else 0.0
+            declared = self.declared(tier, seconds)
             writes = outputs if split is None else [self.device_rows_out(region)]
             op = Op(K.Compute, self.compute_queue(region), inputs, writes, deps, self.names[region], seconds, declared)
             op.region = region
-            compute = self.emit(op, serial=self.virtual[region])
+            compute = self.emit(op, serial=self.on_device[region])
             self.region_of[compute] = region
             self.operands[compute] = (tuple(inputs), tuple(writes))
             if split is not None:
@@ -432,7 +439,7 @@ class _Lowering(WeightStreams, ActivationSpill, SplitLayers):
             _core.Queue("io", _core.QueueKind.Io, io_depth),
         ]
         for device in machine.devices:
-            if device.virtual is not None:
+            if device.spec is not None:
                 queues += [
                     _core.Queue(device.name, _core.QueueKind.Compute, 1),
                     _core.Queue(f"{device.name}.h2d", _core.QueueKind.Link, 1),
@@ -484,6 +491,6 @@ class _Lowering(WeightStreams, ActivationSpill, SplitLayers):
     def queue_names(self) -> list[str]:
         names = ["cpu", "io"]
         for device in self.machine.devices:
-            if device.virtual is not None:
+            if device.spec is not None:
                 names += [device.name, f"{device.name}.h2d", f"{device.name}.d2h"]
         return names

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import functools
 import logging
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from types import MappingProxyType
 
-from ..errors import InvalidArgumentError, UnsupportedError
+from ..errors import InvalidArgumentError
+from ..hardware.accelerator import Accelerator, profiled
 from ..hardware.virtual import VirtualDevice
 
 log = logging.getLogger(__name__)
@@ -22,18 +25,27 @@ CPU_QUEUE, IO_QUEUE = 0, 1  # queue indices of the CPU's compute slots and the I
 
 @dataclass(frozen=True)
 class PlanDevice:
-    """A device regions may compute on: the CPU (virtual is None) or a declared device."""
+    """A device regions may compute on: the CPU (spec None), a declared virtual device, or a
+    real accelerator with its measured figures."""
 
     name: str
-    virtual: VirtualDevice | None
+    spec: VirtualDevice | Accelerator | None  # None: the CPU
     tier: int
 
-    def compute_seconds(self, cpu_seconds: float, flops: float, bytes_touched: float) -> float:
-        """A region's time here: measured on the CPU; a virtual device is never faster than the
-        CPU that really runs it, and otherwise takes as long as its declared speed says."""
-        if self.virtual is None:
+    @property
+    def declared(self) -> bool:
+        """A virtual device: its instructions last at least their declared times."""
+        return isinstance(self.spec, VirtualDevice)
+
+    def compute_seconds(self, region: int, cpu_seconds: float, flops: float, bytes_touched: float) -> float:
+        """A region's time here: measured on the CPU, or on the accelerator; a virtual device
+        is never faster than the CPU that really runs it, and otherwise takes as long as its
+        declared speed says."""
+        if self.spec is None:
             return cpu_seconds
-        return max(cpu_seconds, self.virtual.compute_seconds(flops, bytes_touched))
+        if isinstance(self.spec, Accelerator):
+            return self.spec.region_seconds[region]
+        return max(cpu_seconds, self.spec.compute_seconds(flops, bytes_touched))
 
 
 @dataclass(frozen=True)
@@ -43,24 +55,32 @@ class PlanMachine:
 
     @property
     def is_cpu_only(self) -> bool:
-        return all(d.virtual is None for d in self.devices)
+        return all(d.spec is None for d in self.devices)
+
+    def profiled(self, runner, flat_inputs) -> PlanMachine:
+        """The machine with each region's time measured on its real accelerators."""
+        devices = tuple(
+            replace(d, spec=profiled(d.spec, runner, flat_inputs)) if isinstance(d.spec, Accelerator) else d
+            for d in self.devices
+        )
+        return replace(self, devices=devices)
 
     def shares_layers(self, weight_bytes: int) -> bool:
         """Whether layers may be split between the CPU and a device: both are used, and some
         weights must stay in host RAM (a device cannot hold them all)."""
-        devices = [d.virtual for d in self.devices if d.virtual is not None]
-        has_cpu = any(d.virtual is None for d in self.devices)
+        devices = [d.spec for d in self.devices if d.spec is not None]
+        has_cpu = any(d.spec is None for d in self.devices)
         return has_cpu and any(device.memory_bytes < weight_bytes for device in devices)
 
     @property
     def tier_names(self) -> list[str]:
-        return ["ram"] + [d.name for d in self.devices if d.virtual is not None]
+        return ["ram"] + [d.name for d in self.devices if d.spec is not None]
 
     def tier_capacities(self) -> list[int]:
-        return [self.ram_bytes] + [d.virtual.memory_bytes for d in self.devices if d.virtual is not None]
+        return [self.ram_bytes] + [d.spec.memory_bytes for d in self.devices if d.spec is not None]
 
     def device_on_tier(self, tier: int) -> PlanDevice:
-        return next(d for d in self.devices if d.virtual is not None and d.tier == tier)
+        return next(d for d in self.devices if d.spec is not None and d.tier == tier)
 
     def link(self, from_tier: int, to_tier: int) -> int:
         """Index of the link between RAM and a device tier: 2k is host-to-device, 2k+1 back."""
@@ -71,19 +91,25 @@ class PlanMachine:
 
     @functools.cached_property
     def link_names(self) -> list[str]:
-        return [f"{d.name}.{way}" for d in self.devices if d.virtual is not None for way in ("h2d", "d2h")]
+        return [f"{d.name}.{way}" for d in self.devices if d.spec is not None for way in ("h2d", "d2h")]
 
     def link_seconds(self, link: int, nbytes: int) -> float:
-        return self.device_on_tier(link // 2 + 1).virtual.transfer_seconds(nbytes)
+        return self.device_on_tier(link // 2 + 1).spec.transfer_seconds(nbytes)
 
     def slowest_link_bytes_per_s(self) -> float:
-        rates = [d.virtual.link_bandwidth for d in self.devices if d.virtual is not None]
+        rates = [d.spec.link_bandwidth for d in self.devices if d.spec is not None]
         return min(rates) if rates else 0.0
 
 
-def resolve_machine(devices: object, machine: tuple[VirtualDevice, ...], ram_bytes: int) -> PlanMachine:
+def resolve_machine(
+    devices: object,
+    machine: tuple[VirtualDevice, ...],
+    ram_bytes: int,
+    accelerators: Mapping[str, Accelerator] = MappingProxyType({}),
+) -> PlanMachine:
     """The devices named by tt.compile's `devices` ('auto' means the CPU: virtual devices
-    run only when named), with the declared virtual devices they refer to."""
+    run only when named), with the declared virtual devices and the real accelerators
+    (found and measured, by name) they refer to."""
     declared = {d.name: d for d in machine}
     requested = [devices] if isinstance(devices, str) else devices
     if not isinstance(requested, (list, tuple)) or not requested or not all(isinstance(d, str) for d in requested):
@@ -102,15 +128,15 @@ def resolve_machine(devices: object, machine: tuple[VirtualDevice, ...], ram_byt
     for name in requested:
         if name == "cpu":
             chosen.append(PlanDevice("cpu", None, RAM))
-        elif name in declared:
-            chosen.append(PlanDevice(name, declared[name], 1 + sum(d.virtual is not None for d in chosen)))
+        elif name in declared or name in accelerators:
+            spec = declared[name] if name in declared else accelerators[name]
+            chosen.append(PlanDevice(name, spec, 1 + sum(d.spec is not None for d in chosen)))
         elif name == "auto":
             raise InvalidArgumentError("tt.compile: devices: 'auto' cannot be combined with device names")
-        elif name.startswith(("cuda", "xpu", "mps")):
-            raise UnsupportedError(
-                f"tt.compile: devices: this version computes on 'cpu' and virtual devices, got {name!r}"
-            )
         else:
-            known = ", ".join(["'cpu'"] + [repr(n) for n in declared])
-            raise InvalidArgumentError(f"tt.compile: devices: unknown device {name!r}; known: {known}")
+            known = ", ".join(["'cpu'"] + [repr(n) for n in [*declared, *accelerators]])
+            raise InvalidArgumentError(
+                f"tt.compile: devices: unknown device {name!r}; known: {known} (an accelerator is known when "
+                "its backend finds it: see `tensortorrent doctor`)"
+            )
     return PlanMachine(tuple(chosen), ram_bytes)

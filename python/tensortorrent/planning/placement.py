@@ -75,10 +75,10 @@ def compute_table(runner, costs: Sequence[RegionCost], machine: PlanMachine) -> 
         params, working = region_param_bytes(runner, region), region_working_bytes(runner, region)
         row = []
         for device in machine.devices:
-            if device.virtual is not None and params + working > device.virtual.memory_bytes:
+            if device.spec is not None and params + working > device.spec.memory_bytes:
                 row.append(math.inf)
             else:
-                row.append(device.compute_seconds(cost.cpu_seconds or 0.0, cost.flops, params + working))
+                row.append(device.compute_seconds(region, cost.cpu_seconds or 0.0, cost.flops, params + working))
         table.append(row)
     return table
 
@@ -255,7 +255,7 @@ def _fill_residency(context: PlacementContext, starts: int) -> None:
         streamed = [
             r
             for r in sorted(range(len(best.resident)), key=lambda r: -param_bytes[r])
-            if not best.resident[r] and context.machine.devices[best.devices[r]].virtual is not None
+            if not best.resident[r] and context.machine.devices[best.devices[r]].spec is not None
         ]
         for region in streamed:
             resident = best.resident[:region] + (True,) + best.resident[region + 1 :]
@@ -269,12 +269,12 @@ def _split_layers(context: PlacementContext, starts: int) -> None:
     CPU, between the CPU and the device (planning/layer_split.py), each in the ratio that
     equalises the two sides; the simulator judges each variant against the unsplit one."""
     machine, runner = context.machine, context.runner
-    cpu = next((i for i, d in enumerate(machine.devices) if d.virtual is None), None)
+    cpu = next((i for i, d in enumerate(machine.devices) if d.spec is None), None)
     layers = splittable_layers(runner, context.regions)
     if cpu is None or not layers or machine.is_cpu_only:
         return
     ranked = sorted(context.simulated.values(), key=rank_key)
-    accelerators = [i for i, d in enumerate(machine.devices) if d.virtual is not None]
+    accelerators = [i for i, d in enumerate(machine.devices) if d.spec is not None]
     for best in [c for c in ranked[:starts] if not c.over_capacity]:
         variants = [(best.devices, best.resident)]
         for device in accelerators:  # the CPU's layers moved to the device, to be split there
@@ -295,7 +295,7 @@ def _splits_of(context, layers, devices, resident, cpu: int) -> tuple[LayerSplit
     machine, runner, splits = context.machine, context.runner, []
     for region, layer in layers.items():
         device = machine.devices[devices[region]]
-        if device.virtual is None or resident[region]:
+        if device.spec is None or resident[region]:
             continue
         link = machine.link(RAM, device.tier)
         link_s = machine.link_seconds(link, region_param_bytes(runner, region))
@@ -321,12 +321,10 @@ def _problem(runner, regions, costs, table, machine: PlanMachine) -> _core.Place
     devices = []
     for device in machine.devices:
         room = (
-            UNLIMITED_BYTES
-            if device.virtual is None
-            else _resident_room(runner, device.virtual.memory_bytes, range(count))
+            UNLIMITED_BYTES if device.spec is None else _resident_room(runner, device.spec.memory_bytes, range(count))
         )
         devices.append(_core.PlacementDevice(name=device.name, capacity_bytes=room))
-    per_byte = [0.0 if d.virtual is None else 1.0 / d.virtual.link_bandwidth for d in machine.devices]
+    per_byte = [0.0 if d.spec is None else 1.0 / d.spec.link_bandwidth for d in machine.devices]
     transfer = [
         [0.0 if a == b else per_byte[a] + per_byte[b] for b in range(len(devices))] for a in range(len(devices))
     ]
@@ -346,9 +344,9 @@ def _problem(runner, regions, costs, table, machine: PlanMachine) -> _core.Place
 def _check_every_region_runs_somewhere(runner, regions, table, machine: PlanMachine) -> None:
     for region in regions:
         if all(math.isinf(s) for s in table[region.index]):
-            largest = max(machine.devices, key=lambda d: d.virtual.memory_bytes)
+            largest = max(machine.devices, key=lambda d: d.spec.memory_bytes)
             needed = region_param_bytes(runner, region.index) + region_working_bytes(runner, region.index)
-            allowed = largest.virtual.memory_bytes
+            allowed = largest.spec.memory_bytes
             raise PlanningError(
                 f"no device can run region {region.name}: it needs {needed} bytes ({format_bytes(needed)}: "
                 f"parameters and activations) in one device's memory, and the largest, {largest.name}, "

@@ -71,7 +71,7 @@ class SplitLayers:
         features = split.layer.rows - split.device_rows
         name = self.names[region]
         output = self.rows_out(region, RAM, features, f"{name} cpu rows out")
-        cpu = next(i for i, d in enumerate(self.machine.devices) if d.virtual is None)
+        cpu = next(i for i, d in enumerate(self.machine.devices) if d.spec is None)
         seconds = float(self.compute_s[region][cpu]) * (1.0 - split.device_share)
         deps = {self.producer[b] for b in inputs if b in self.producer}
         compute = self.emit(Op(K.Compute, CPU_QUEUE, inputs, [output], deps, f"{name} cpu rows", seconds))
@@ -83,7 +83,9 @@ class SplitLayers:
         link_s = self.machine.link_seconds(self.machine.link(RAM, tier), self.buffers[output]["bytes"])
         label = f"{name} cpu rows -> {on}"
         queue = self.link_queue(RAM, tier)
-        self.emit(Op(K.Copy, queue, [output], [target], {compute}, label, link_s, link_s), serial=True)
+        self.emit(
+            Op(K.Copy, queue, [output], [target], {compute}, label, link_s, self.declared(tier, link_s)), serial=True
+        )
         return target
 
     def rows_out(self, region: int, tier: int, features: int, label: str) -> int:

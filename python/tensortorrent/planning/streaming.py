@@ -51,7 +51,7 @@ class Layout:
         return Layout(placement.machine, chosen.devices, chosen.resident, placement.compute_s)
 
     def on_device(self, region: int) -> bool:
-        return self.machine.devices[self.devices[region]].virtual is not None
+        return self.machine.devices[self.devices[region]].spec is not None
 
     def streamable(self, region: int) -> bool:
         """A region resident on its device keeps its weights there: only the others stream."""

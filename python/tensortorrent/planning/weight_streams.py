@@ -68,7 +68,7 @@ class WeightStreams:
         return {
             slot: region
             for region in range(len(self.runner.kernels))
-            if self.virtual[region] and self.resident[region]
+            if self.on_device[region] and self.resident[region]
             for slot in self.weights_on_disk(region)
         }
 
@@ -85,7 +85,7 @@ class WeightStreams:
         device's memory."""
         on_devices = self.loaded_onto_devices
         for region, kernel in enumerate(self.runner.kernels):
-            if self.virtual[region] and self.resident[region]:
+            if self.on_device[region] and self.resident[region]:
                 tier = self.tier_of(region)
                 for slot in kernel.in_slots:
                     if slot < self.bound and (slot, tier) not in self.on_tier:
@@ -101,7 +101,7 @@ class WeightStreams:
         for region in self.streamed_from_disk:
             queues[IO_QUEUE].append(region)
         for region, kernel in enumerate(self.runner.kernels):
-            if self.virtual[region] and not self.resident[region] and region not in self.streamed_from_disk:
+            if self.on_device[region] and not self.resident[region] and region not in self.streamed_from_disk:
                 tier = self.tier_of(region)
                 if any(s < self.bound and (s, tier) not in self.on_tier for s in kernel.in_slots):
                     queues[self.link_queue(RAM, tier)].append(region)
@@ -115,7 +115,7 @@ class WeightStreams:
                 continue
             earlier = index - self.prefetch - 1
             deps = {self.weight_free[order[earlier]]} if earlier >= 0 else set()
-            if queue == IO_QUEUE and self.virtual[region]:
+            if queue == IO_QUEUE and self.on_device[region]:
                 weights_of[region] = self.copy_loaded(region, self.load(region, deps))
             elif queue == IO_QUEUE:
                 weights_of[region] = self.load(region, deps)
@@ -172,5 +172,6 @@ class WeightStreams:
         )
         deps = {self.producer[b] for b in sources if b in self.producer} | set(deps)
         label = f"{self.names[region]} weights -> {self.machine.tier_names[tier]}"
-        self.emit(Op(K.Copy, self.link_queue(RAM, tier), sources, targets, deps, label, seconds, seconds), serial=True)
+        queue = self.link_queue(RAM, tier)
+        self.emit(Op(K.Copy, queue, sources, targets, deps, label, seconds, self.declared(tier, seconds)), serial=True)
         return dict(zip(loaded, targets))

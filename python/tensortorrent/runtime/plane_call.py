@@ -13,6 +13,7 @@ that buffer's bytes once it is freed.
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ import torch
 import torch.utils._pytree as pytree
 
 from .. import _core
+from ..partition.region_module import on_device
 from ..planning.layer_split import join_features
 from ..planning.lowering import LoweredProgram
 from .device_copies import DeviceLink
@@ -37,6 +39,9 @@ class ComputeStep:
     writes: tuple[int, ...]  # buffer per output
     counted: tuple[int, ...]  # reads that are torch's transient tensors, dropped after their last reader
     plain: bool  # every read and write is torch's or a preset value: no views, nothing carried
+    # On a device: waits for its kernels, so the instruction completes when its work has
+    # (its readers on other queues start only then). None on the CPU.
+    synchronize: Callable[[], None] | None = None
 
 
 @dataclass(frozen=True)
@@ -59,12 +64,18 @@ class CallSteps:
 
 
 def call_steps(
-    runner: ProgramRunner, lowered: LoweredProgram, links: dict[int, DeviceLink], held: dict[int, Any]
+    runner: ProgramRunner,
+    lowered: LoweredProgram,
+    links: dict[int, DeviceLink],
+    held: dict[int, Any],
+    devices: dict[str, tuple[Any, int]],
 ) -> CallSteps:
+    """`devices`: per device name (its compute queue's), its backend and index there."""
     program = lowered.program
     buffers, outputs = program.buffers, set(program.outputs)
     readers = [0] * len(buffers)
-    copies = [i for i in program.schedule.instructions if i.kind == _core.InstructionKind.Copy]
+    instructions, queues = {i.id: i for i in program.schedule.instructions}, program.queues
+    copies = [i for i in instructions.values() if i.kind == _core.InstructionKind.Copy]
     for reads in [r for r, _ in lowered.operands.values()] + [i.reads for i in copies]:
         for buffer in reads:
             spec = buffers[buffer]
@@ -72,14 +83,21 @@ def call_steps(
                 readers[buffer] += 1
     special = set(lowered.views) | set(lowered.carried)
     computes = {}
+    kernels: dict[tuple[int, str], Callable[..., tuple]] = {}  # (region, torch device) -> its kernel there
     for ident, (reads, writes) in lowered.operands.items():
-        forward = runner.kernels[lowered.region_of[ident]].forward
+        region = lowered.region_of[ident]
+        device = devices.get(queues[instructions[ident].queue].name)
+        where = device[0].torch_device(device[1]) if device is not None else torch.device("cpu")
+        if (region, str(where)) not in kernels:
+            kernels[(region, str(where))] = on_device(runner.kernels[region].module, where).forward
+        forward = kernels[(region, str(where))]
         computes[ident] = ComputeStep(
             forward=join_features if ident in lowered.joined else forward,
             reads=reads,
             writes=writes,
             counted=tuple(b for b in reads if readers[b]),
             plain=not special.intersection(reads) and not special.intersection(writes),
+            synchronize=functools.partial(device[0].synchronize, device[1]) if device is not None else None,
         )
     steps = {}
     for instruction in copies:
@@ -133,6 +151,8 @@ class PlaneCall:
                 env[buffer] = value
         else:
             self._compute_with_views(step)
+        if step.synchronize is not None:
+            step.synchronize()
         self._read(step.counted)
 
     def copy(self, instruction_id: int, done: Callable[[BaseException | None], None]) -> None:

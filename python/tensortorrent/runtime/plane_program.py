@@ -77,7 +77,8 @@ class PlaneProgram:
         if weights is not None:
             self.resident_tensors = self._load_residents()
             runner.rebind(self.bound_values())
-        self._steps = call_steps(runner, plan, device_links(program, self.devices), self._held_on_devices())
+        links = device_links(program, self.devices)
+        self._steps = call_steps(runner, plan, links, self._held_on_devices(), self.devices)
 
     def _device_of(self, tier: int) -> tuple[DeviceBackend, int]:
         return self.devices[self.plan.program.tiers[tier].name]
@@ -216,10 +217,13 @@ class PlaneProgram:
 
 
 def device_backends(program: _core.Program, machine: PlanMachine | None) -> dict[str, tuple[DeviceBackend, int]]:
-    """Per device tier of `program`, by name, its backend and index there."""
-    declared = [d.virtual for d in machine.devices if d.virtual is not None] if machine is not None else []
-    backend = VirtualBackend(declared)
-    devices = {device.name: (backend, index) for index, device in enumerate(declared)}
+    """Per device tier of `program`, by name, its backend and index there: a real
+    accelerator's own, and one virtual backend for the declared devices."""
+    planned = list(machine.devices) if machine is not None else []
+    declared = [d.spec for d in planned if d.declared]
+    virtual = VirtualBackend(declared)
+    devices = {spec.name: (virtual, index) for index, spec in enumerate(declared)}
+    devices.update((d.name, (d.spec.backend, d.spec.index)) for d in planned if d.spec is not None and not d.declared)
     for tier in program.tiers:
         if tier.kind == _core.TierKind.Device and tier.name not in devices:
             raise InvalidArgumentError(f"the program has device tier {tier.name!r}, but no such device was given")

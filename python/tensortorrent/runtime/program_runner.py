@@ -20,6 +20,7 @@ class RegionKernel:
     """The code of one region and the slots it reads and writes."""
 
     forward: Callable[..., tuple]
+    module: fx.GraphModule  # whose forward it is (partition/region_module.py: on_device retargets it)
     in_slots: tuple[int, ...]
     out_slots: tuple[int, ...]
     transient_in_slots: tuple[int, ...]  # activations whose last reader may be this region
@@ -58,6 +59,7 @@ class ProgramRunner:
             self.kernels.append(
                 RegionKernel(
                     forward=module.forward,
+                    module=module,
                     in_slots=tuple(slot_of[n] for n in region.in_nodes),
                     out_slots=tuple(slot_of[n] for n in region.out_nodes),
                     transient_in_slots=transient,

@@ -1,0 +1,80 @@
+"""Plans on a CUDA device (skipped without one, saying why): parity with eager for the
+spine's architectures in fp32 and bf16, a model over a small VRAM budget whose weights
+move to the device on every call with the allocator's peak within the budget plus a
+headroom, and a cancelled call that leaves no device memory held."""
+
+from __future__ import annotations
+
+import gc
+
+import pytest
+import torch
+
+import tensortorrent as tt
+from conftest import eager_outputs
+from tensortorrent.backends.torch_accelerator import TorchAcceleratorBackend
+
+pytestmark = pytest.mark.skipif(
+    not TorchAcceleratorBackend("cuda").available(),
+    reason="no cuda device: torch.cuda.is_available() is False on this machine",
+)
+# What torch's kernels allocate beside the plan's buffers (cuBLAS workspaces, a kernel's
+# temporaries): the allocator's peak may exceed vram_budget_bytes by this much.
+HEADROOM_BYTES = 256 << 20
+TOLERANCES = {torch.float32: {"rtol": 1e-4, "atol": 1e-4}, torch.bfloat16: {"rtol": 2e-2, "atol": 2e-2}}
+
+
+def model_and_inputs(name: str, dtype: torch.dtype):
+    from e2e import test_parity_transformers as zoo
+
+    torch.manual_seed(0)
+    model = getattr(zoo, name)().to(dtype)
+    args, kwargs = zoo.example_inputs(name)
+    args = tuple(a.to(dtype) if a.is_floating_point() else a for a in args)
+    return model, args, kwargs
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+@pytest.mark.parametrize("name", ["gpt2", "bert", "llama", "vit", "resnet"])
+def test_parity_with_eager_on_cuda(name, dtype):
+    model, args, kwargs = model_and_inputs(name, dtype)
+    compiled = tt.compile(model, args, example_kwargs=kwargs, devices=["cuda:0"])
+    got = compiled(*args, **(kwargs or {}))
+    torch.testing.assert_close(got, eager_outputs(model, args, kwargs), **TOLERANCES[dtype])
+
+
+def test_a_model_over_a_small_vram_budget_copies_its_weights_and_stays_within_it():
+    model, args, kwargs = model_and_inputs("llama", torch.float32)
+    weights = sum(p.numel() * p.element_size() for p in model.parameters())
+    budget = weights // 2
+    config = tt.CompileConfig(vram_budget_bytes=budget)
+    compiled = tt.compile(model, args, example_kwargs=kwargs, config=config, devices=["cuda:0"])
+    assert not all(compiled._plan.placement.chosen.resident)
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    base = torch.cuda.memory_allocated()
+    got = compiled(*args, **(kwargs or {}))
+    torch.testing.assert_close(got, eager_outputs(model, args, kwargs), **TOLERANCES[torch.float32])
+    assert compiled.last_peak_bytes["cuda:0"] <= budget
+    assert torch.cuda.max_memory_allocated() - base <= budget + HEADROOM_BYTES
+
+
+def test_a_cancelled_call_leaves_no_device_memory_held(hooks):
+    from conftest import ProbeChain
+
+    torch.manual_seed(0)
+    chain = ProbeChain(stages=4, width=256).eval()
+    x = torch.randn(2, 256)
+    config = tt.CompileConfig(max_region_nodes=1, vram_budget_bytes=3 * (256 * 256 + 256) * 4)
+    compiled = tt.compile(chain, (x,), config=config, devices=["cuda:0"])
+    gc.collect()
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_allocated()
+    hooks.on_probe = lambda tag: compiled.request_cancel() if tag == 1 else None
+    with pytest.raises(tt.ExecutionCancelled):
+        compiled(x)
+    gc.collect()
+    torch.cuda.synchronize()
+    assert torch.cuda.memory_allocated() == before
+    hooks.on_probe = None
+    torch.testing.assert_close(compiled(x), eager_outputs(chain, (x,)))

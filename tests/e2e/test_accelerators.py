@@ -1,0 +1,60 @@
+"""Plans on real accelerators: a device a backend finds (CUDA, XPU, or here a third party's,
+registered through an entry point by tests/plugins/good) with its link measured through
+the backend's queues and each region's time measured on it, no declared times, its
+copies on its own queues, and its memory budget held."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from e2e.test_peaks import simulated_peaks
+from e2e.test_virtual_devices import BATCH, LAYER_BYTES, WIDTH, Stack
+
+import tensortorrent as tt
+from conftest import assert_parity
+from tensortorrent.hardware.accelerator import Accelerator
+
+
+@pytest.fixture
+def example_device(plugins_from):
+    plugins_from("good")  # the "example" backend: one device, example:0, in host memory
+    return "example:0"
+
+
+def test_a_backends_device_runs_a_plan_measured_on_it(example_device):
+    torch.manual_seed(0)
+    model, x = Stack(layers=4).eval(), torch.randn(BATCH, WIDTH)
+    compiled = assert_parity(model, (x,), devices=[example_device])
+    assert compiled.region_devices == [example_device] * 4
+    (device,) = compiled._plan.placement.machine.devices
+    spec = device.spec
+    assert isinstance(spec, Accelerator) and not device.declared
+    assert spec.link_bandwidth > 0 and len(spec.region_seconds) == 4 and all(s > 0 for s in spec.region_seconds)
+    # Measured devices declare nothing: their instructions take as long as they take.
+    assert all(i.declared_us == 0 for i in compiled._plane.plan.program.schedule.instructions)
+    assert f"{example_device}: " in compiled.explain() and "link" in compiled.explain()
+    assert "region times measured there" in compiled.explain()
+
+
+def test_weights_over_the_devices_budget_are_copied_to_it_on_every_call(example_device):
+    torch.manual_seed(0)
+    model, x = Stack(layers=4).eval(), torch.randn(BATCH, WIDTH)
+    budget = int(2.7 * LAYER_BYTES)
+    config = tt.CompileConfig(vram_budget_bytes=budget)
+    compiled = assert_parity(model, (x,), config=config, devices=[example_device])
+    assert not all(compiled._plan.placement.chosen.resident)
+    copied = [r for r in compiled.last_report.records if r.kind == "copy" and "params" in r.label]
+    assert copied and all(r.bytes == LAYER_BYTES for r in copied)
+    assert compiled.last_peak_bytes[example_device] <= budget
+    assert list(compiled.last_peak_bytes.values()) == simulated_peaks(compiled)
+    backend, index = compiled._plane.devices[example_device]
+    assert backend is compiled._plan.placement.machine.devices[0].spec.backend and index == 0
+
+
+def test_the_cpu_and_an_accelerator_plan_together(example_device):
+    torch.manual_seed(0)
+    model, x = Stack(layers=4).eval(), torch.randn(BATCH, WIDTH)
+    compiled = assert_parity(model, (x,), devices=["cpu", example_device])
+    text = compiled.explain()
+    assert "cpu: computes in host RAM" in text and f"{example_device}: " in text
+    assert set(compiled.region_devices) <= {"cpu", example_device}
