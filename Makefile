@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 CPP_SOURCES := $(shell find cpp -name '*.h' -o -name '*.cc') CMakeLists.txt pyproject.toml
 
-.PHONY: all demo test test-cpp test-python lint sanitize sanitize-thread fuzz bench system-deps clean
+.PHONY: all demo test test-cpp test-python lint sanitize sanitize-thread fuzz bench system-deps clean gpu-wheels
 
 all: $(VENV)/.built
 
@@ -54,6 +54,11 @@ lint: $(VENV)/.built
 	$(BIN)/ruff format --check python tests bench
 
 test: lint test-cpp sanitize sanitize-thread test-python
+
+# pytest's wheels for bench/gpu_check.sh on a GPU machine without network or pytest:
+# carry build/gpu-wheels there beside the tree.
+gpu-wheels: $(VENV)/.deps
+	$(PY) -m pip download -q --only-binary=:all: --python-version 3.12 -d build/gpu-wheels pytest
 
 # The C++ tests under AddressSanitizer and UndefinedBehaviorSanitizer.
 sanitize: $(VENV)/.deps | system-deps

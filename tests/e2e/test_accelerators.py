@@ -58,3 +58,16 @@ def test_the_cpu_and_an_accelerator_plan_together(example_device):
     text = compiled.explain()
     assert "cpu: computes in host RAM" in text and f"{example_device}: " in text
     assert set(compiled.region_devices) <= {"cpu", example_device}
+
+
+def test_auto_takes_the_cpu_and_every_accelerator_found(example_device, monkeypatch):
+    from tensortorrent.hardware import accelerator
+
+    torch.manual_seed(0)
+    model, x = Stack(layers=2).eval(), torch.randn(BATCH, WIDTH)
+    monkeypatch.setattr(accelerator, "AUTO_KINDS", ("cuda", "xpu", "example"))  # as if the example were torch's
+    compiled = assert_parity(model, (x,), devices="auto")
+    assert [d.name for d in compiled._plan.placement.machine.devices] == ["cpu", example_device]
+    monkeypatch.setattr(accelerator, "AUTO_KINDS", ("cuda", "xpu"))
+    alone = assert_parity(model, (x,), devices="auto")  # this machine has no cuda or xpu device
+    assert [d.name for d in alone._plan.placement.machine.devices] == ["cpu"]

@@ -81,3 +81,15 @@ def test_streaming_benchmark_quick_run(tmp_path):
         assert workload["measured_over_predicted_at_call_speed"] > 0
         assert len(workload["reads"]["plain_gbps"]["direct_2"]["samples"]) == 4, "two rounds before, two after"
     assert [p.name for p in tmp_path.iterdir()] == ["streaming.json"], "the scratch files are removed"
+
+
+def test_gpu_suite_quick_run_on_the_cpu(tmp_path):
+    # The device check's code paths at small sizes on the CPU: no GPU figure, no timing asserted.
+    results = run_quick("s4_gpu.py", tmp_path / "s4.json", "--device", "cpu", "--samples", "1")
+    assert results["quick"] and results["suite"] == "S4"
+    for workload in results["fit_in_vram"].values():
+        assert "failed" not in workload, workload.get("traceback")
+        assert workload["agreement_with_cpu_eager"]["cosine_min"] > 0.999
+    beyond = results["beyond_vram"]
+    assert "failed" not in beyond, beyond.get("failed")
+    assert beyond["tensortorrent_agreement"]["argmax_agreement"] == 1.0 and "accelerate" in beyond

@@ -91,7 +91,9 @@ def test_a_cpu_faster_than_the_link_keeps_its_layers():
     slow_link = tt.VirtualDevice("acc", memory_bytes=int(1.5 * LAYER_BYTES), flops=1e12, link_bandwidth=0.1e9)
     on_cpu = assert_parity(model, (x,), devices=["cpu", "acc"], machine=slow_link)
     assert set(on_cpu.region_devices) == {"cpu"} and not on_cpu._plan.placement.chosen.splits
-    assert on_cpu.explain().count("computed on the cpu from host RAM") == 2
+    text = on_cpu.explain()
+    assert text.count("computed on the cpu from host RAM") == 2
+    assert text.count("copying its weights: acc 41.98") == 2  # why: (1 MiB + bias) at 0.1 GB/s, against the cpu's time
 
 
 @pytest.mark.parametrize(

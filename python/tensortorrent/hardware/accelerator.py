@@ -16,6 +16,7 @@ from ..backends import backends
 from ..backends.interface import DeviceBackend
 from ..partition.region_module import on_device
 
+AUTO_KINDS = ("cuda", "xpu")  # what devices="auto" takes besides the CPU: torch's own accelerators
 LINK_PROBE_BYTES = 16 << 20
 LINK_PROBE_ROUNDS = 3
 
@@ -77,9 +78,12 @@ def accelerator(name: str, memory_bytes: int) -> Accelerator | None:
 
 
 def named_accelerators(devices: object, budgets) -> dict[str, Accelerator]:
-    """The real accelerators tt.compile's `devices` names, found, measured, and each given
-    its memory budget (from `budgets`, which has one for every device discovered)."""
+    """The real accelerators tt.compile's `devices` names (with "auto": every device of
+    AUTO_KINDS found), found, measured, and each given its memory budget (from `budgets`,
+    which has one for every device discovered)."""
     requested = [devices] if isinstance(devices, str) else devices if isinstance(devices, (list, tuple)) else []
+    if list(requested) == ["auto"]:
+        requested = [name for name in budgets.devices if name.split(":")[0] in AUTO_KINDS]
     found = {}
     for name in requested:
         if isinstance(name, str) and name in budgets.devices:

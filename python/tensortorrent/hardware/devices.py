@@ -30,12 +30,13 @@ def discover_devices(accelerators: bool = True, live: bool = True) -> list[Devic
 
 
 def names_accelerator(devices: object) -> bool:
-    """Whether tt.compile's `devices` names a real accelerator (cuda*, xpu*, or any backend's
-    "kind:index"): only then may a plan use one, and so only then is there a reason to
-    discover them."""
+    """Whether tt.compile's `devices` may mean a real accelerator ("auto", cuda*, xpu*, or
+    any backend's "kind:index"): only then may a plan use one, and so only then is there a
+    reason to discover them."""
     requested = [devices] if isinstance(devices, str) else devices
     return isinstance(requested, (list, tuple)) and any(
-        isinstance(name, str) and (name.startswith(ACCELERATOR_KINDS) or ":" in name) for name in requested
+        isinstance(name, str) and (name == "auto" or name.startswith(ACCELERATOR_KINDS) or ":" in name)
+        for name in requested
     )
 
 

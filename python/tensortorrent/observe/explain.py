@@ -166,7 +166,7 @@ def _layer_choice_lines(placement: Placement, regions: Sequence[Region]) -> list
         if region.parameter_bytes == 0 or (device.spec is not None and chosen.resident[index]):
             continue
         if device.spec is None:
-            lines.append(f"  {region.name:<24} computed on the cpu from host RAM")
+            lines.append(f"  {region.name:<24} computed on the cpu from host RAM{_why_cpu(placement, region)}")
             continue
         link_ms = machine.link_seconds(machine.link(0, device.tier), region.parameter_bytes) * 1e3
         device_ms = placement.compute_s[index][chosen.devices[index]] * 1e3
@@ -189,6 +189,19 @@ def _layer_choice_lines(placement: Placement, regions: Sequence[Region]) -> list
         "Layers whose weights live in host RAM: copied to their device per call, computed on the cpu, or split",
         *lines,
     ]
+
+
+def _why_cpu(placement: Placement, region: Region) -> str:
+    """The times that kept a layer on the CPU: its compute there against copying its
+    weights to each device on every call."""
+    machine, index = placement.machine, region.index
+    cpu = next(i for i, d in enumerate(machine.devices) if d.spec is None)
+    copies = [
+        f"{d.name} {machine.link_seconds(machine.link(0, d.tier), region.parameter_bytes) * 1e3:.3f} ms"
+        for d in machine.devices
+        if d.spec is not None
+    ]
+    return f" (cpu {placement.compute_s[index][cpu] * 1e3:.3f} ms; copying its weights: {', '.join(copies)})"
 
 
 def _measures_text(measures: PlanMeasures) -> str:

@@ -107,9 +107,10 @@ def resolve_machine(
     ram_bytes: int,
     accelerators: Mapping[str, Accelerator] = MappingProxyType({}),
 ) -> PlanMachine:
-    """The devices named by tt.compile's `devices` ('auto' means the CPU: virtual devices
-    run only when named), with the declared virtual devices and the real accelerators
-    (found and measured, by name) they refer to."""
+    """The devices named by tt.compile's `devices` ('auto' means the CPU and the found
+    accelerators in `accelerators`: virtual devices run only when named), with the
+    declared virtual devices and the real accelerators (found and measured, by name)
+    they refer to."""
     declared = {d.name: d for d in machine}
     requested = [devices] if isinstance(devices, str) else devices
     if not isinstance(requested, (list, tuple)) or not requested or not all(isinstance(d, str) for d in requested):
@@ -119,8 +120,8 @@ def resolve_machine(
         )
     if list(requested) == ["auto"]:
         if declared:
-            log.info("devices='auto' uses the cpu; name virtual devices in `devices` to plan on them")
-        requested = ["cpu"]
+            log.info("devices='auto' uses the cpu and accelerators; name virtual devices in `devices` to plan on them")
+        requested = ["cpu", *accelerators]
     repeated = sorted({d for d in requested if requested.count(d) > 1})
     if repeated:
         raise InvalidArgumentError(f"tt.compile: devices: each device once, got {repeated} more than once")
