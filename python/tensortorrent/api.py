@@ -59,8 +59,9 @@ def compile(
     Returns a CompiledModule whose calls give the same outputs as `model` in eval mode.
     The model's own training/eval flags are left as they were. A ModuleGraph is compiled
     as the module that runs it. `devices` names where regions may compute: "auto" (the
-    CPU and every CUDA or XPU device found), "cpu", names of the virtual devices declared in `machine`, or devices a backend
-    finds ("cuda:0", a plugin's "kind:0"), whose link and region times are measured.
+    CPU and every CUDA or XPU device found), "cpu", names of the virtual devices declared
+    in `machine`, or devices a backend finds ("cuda:0", a plugin's "kind:0"), whose link
+    and region times are measured.
 
     With `checkpoint` (a .safetensors file, a list of them, a *.safetensors.index.json or
     a folder holding one), the weights are read from there in place, never all in RAM at
