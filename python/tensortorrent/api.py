@@ -106,9 +106,10 @@ def compile(
             regions = partition(program, layers, config.max_region_nodes, innermost=fine)
             runner = ProgramRunner(program, regions)
         with progress.stage("profile"):
-            seconds, reused = profiled_cpu_seconds(runner, signature.flatten(args, kwargs))
+            flat = signature.flatten(args, kwargs)
+            seconds, reused = profiled_cpu_seconds(runner, flat)
             log.debug("region times %s", "reused from the profile cache" if reused else "measured")
-            plan_machine = plan_machine.profiled(runner, signature.flatten(args, kwargs))
+            plan_machine = plan_machine.profiled(runner, flat)
         with progress.stage("plan"):
             objective = ObjectiveFunction.make(
                 config.objective, config.objective_weights, plan_machine.slowest_link_bytes_per_s()

@@ -115,18 +115,11 @@ def test_the_choice_follows_the_cpus_time_against_the_links(cpu_ms, device_ms, c
 
 
 def test_transformer_linears_share_a_small_device_with_the_cpu():
-    pytest.importorskip("transformers")
-    import transformers
+    transformers = pytest.importorskip("transformers")
+    from tiny_transformers import DECODER
 
-    config = transformers.LlamaConfig(
-        hidden_size=512,
-        intermediate_size=1024,
-        num_hidden_layers=1,
-        num_attention_heads=8,
-        num_key_value_heads=4,
-        vocab_size=256,
-        use_cache=False,
-    )
+    wider = dict(hidden_size=512, intermediate_size=1024, num_hidden_layers=1, num_attention_heads=8)
+    config = transformers.LlamaConfig(**{**DECODER, **wider, "num_key_value_heads": 4, "vocab_size": 256})
     torch.manual_seed(0)
     model = transformers.LlamaForCausalLM(config).eval()
     ids = torch.randint(0, 256, (1, 4))

@@ -108,6 +108,11 @@ class DeviceBackend(ABC):
     def queue(self, index: int) -> Queue:
         """A new queue on device `index` (the compute queue, or a copy queue each way)."""
 
+    def empty_like(self, index: int, tensor: torch.Tensor) -> torch.Tensor:
+        """An uninitialised tensor of `tensor`'s shape and dtype in device `index`'s memory (through `allocate`)."""
+        nbytes = tensor.numel() * tensor.element_size()
+        return self.allocate(index, nbytes).view(tensor.dtype).reshape(tensor.shape)
+
     def synchronize(self, index: int) -> None:
         """Waits until the kernels launched on device `index` have run (the default: kernels
         that run as they are called, as in host memory)."""
@@ -118,8 +123,7 @@ class DeviceBackend(ABC):
         complete when this returns, or `tensor` itself where it is in that memory already."""
         if tensor.device == self.torch_device(index):
             return tensor
-        nbytes = tensor.numel() * tensor.element_size()
-        held = self.allocate(index, nbytes).view(tensor.dtype).reshape(tensor.shape)
+        held = self.empty_like(index, tensor)
         queue = self.queue(index)
         queue.copy(held, tensor)
         queue.record().wait()

@@ -168,7 +168,7 @@ def _layer_choice_lines(placement: Placement, regions: Sequence[Region]) -> list
         if device.spec is None:
             lines.append(f"  {region.name:<24} computed on the cpu from host RAM{_why_cpu(placement, region)}")
             continue
-        link_ms = machine.link_seconds(machine.link(0, device.tier), region.parameter_bytes) * 1e3
+        link_ms = machine.to_device_seconds(device.tier, region.parameter_bytes) * 1e3
         device_ms = placement.compute_s[index][chosen.devices[index]] * 1e3
         times = f"copy {link_ms:.3f} ms, {device.name} {device_ms:.3f} ms"
         split = splits.get(index)
@@ -177,7 +177,7 @@ def _layer_choice_lines(placement: Placement, regions: Sequence[Region]) -> list
                 f"  {region.name:<24} copied to {device.name} ({format_bytes(region.parameter_bytes)}); {times}"
             )
             continue
-        cpu = next(i for i, d in enumerate(machine.devices) if d.spec is None)
+        cpu = machine.cpu_index
         rows, total = split.device_rows, split.layer.rows
         lines.append(
             f"  {region.name:<24} split: rows 0:{rows} of {total} ({split.device_share:.0%}) on {device.name}, "
@@ -195,9 +195,9 @@ def _why_cpu(placement: Placement, region: Region) -> str:
     """The times that kept a layer on the CPU: its compute there against copying its
     weights to each device on every call."""
     machine, index = placement.machine, region.index
-    cpu = next(i for i, d in enumerate(machine.devices) if d.spec is None)
+    cpu = machine.cpu_index
     copies = [
-        f"{d.name} {machine.link_seconds(machine.link(0, d.tier), region.parameter_bytes) * 1e3:.3f} ms"
+        f"{d.name} {machine.to_device_seconds(d.tier, region.parameter_bytes) * 1e3:.3f} ms"
         for d in machine.devices
         if d.spec is not None
     ]

@@ -4,10 +4,11 @@ A layer whose weights are not resident on its device costs, per call, either the
 its weights over the link (the device computes) or its compute on the CPU from host RAM.
 Split, the device computes the first `device_rows` output features from those rows of
 the weight (copied), the CPU the rest from RAM at the same time, and the device joins the
-two halves. The share that equalises the two sides is the CPU's measured time against
-the link's: f = C / (C + L) of the rows on the device. At batch 1 the CPU's time is
-about the link's, and the split beats both; at large batches the CPU's time grows and f
-tends to 1, so copying wins.
+two halves, in the share of rows that makes both sides take as long: the CPU's measured
+time against the link's (see device_rows). At batch 1 on a GPU the CPU's time is about
+the link's, and the split beats both; at large batches the CPU's time grows, the
+device's share tends to 1, and copying wins. (A virtual device computes on the CPU too,
+never faster than it, so there the split shares the CPU's cores at any batch.)
 
 A layer can be split when its region is one `aten.linear` of its own weight (and bias)
 followed only by elementwise operations of one tensor (an activation): then the region's
@@ -40,6 +41,7 @@ ELEMENTWISE = frozenset(
     }
 )
 ROW_MULTIPLE = 8  # device rows are rounded to this, for aligned kernels on either side
+MIN_GAIN = 0.05  # a split must beat both copying and the CPU by this share of their time
 
 
 @dataclass(frozen=True)
@@ -96,9 +98,6 @@ def _splittable(runner, region: Region) -> SplittableLayer | None:
     if weight_meta is None or len(weight_meta[1]) != 2:
         return None
     return SplittableLayer(region.index, slots[weight], slots.get(bias), weight_meta[1][0])
-
-
-MIN_GAIN = 0.05  # a split must beat both copying and the CPU by this share of their time
 
 
 def device_rows(layer: SplittableLayer, cpu_s: float, device_s: float, link_s: float, overhead_s: float) -> int:

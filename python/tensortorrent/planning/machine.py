@@ -65,6 +65,11 @@ class PlanMachine:
         )
         return replace(self, devices=devices)
 
+    @property
+    def cpu_index(self) -> int | None:
+        """The CPU's position in `devices`; None when the plan may not use it."""
+        return next((i for i, d in enumerate(self.devices) if d.spec is None), None)
+
     def shares_layers(self, weight_bytes: int) -> bool:
         """Whether layers may be split between the CPU and a device: both are used, and some
         weights must stay in host RAM (a device cannot hold them all)."""
@@ -95,6 +100,10 @@ class PlanMachine:
 
     def link_seconds(self, link: int, nbytes: int) -> float:
         return self.device_on_tier(link // 2 + 1).spec.transfer_seconds(nbytes)
+
+    def to_device_seconds(self, tier: int, nbytes: int) -> float:
+        """How long copying `nbytes` from RAM to the device of `tier` takes."""
+        return self.link_seconds(self.link(RAM, tier), nbytes)
 
     def slowest_link_bytes_per_s(self) -> float:
         rates = [d.spec.link_bandwidth for d in self.devices if d.spec is not None]

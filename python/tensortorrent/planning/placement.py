@@ -269,7 +269,7 @@ def _split_layers(context: PlacementContext, starts: int) -> None:
     CPU, between the CPU and the device (planning/layer_split.py), each in the ratio that
     equalises the two sides; the simulator judges each variant against the unsplit one."""
     machine, runner = context.machine, context.runner
-    cpu = next((i for i, d in enumerate(machine.devices) if d.spec is None), None)
+    cpu = machine.cpu_index
     layers = splittable_layers(runner, context.regions)
     if cpu is None or not layers or machine.is_cpu_only:
         return
@@ -297,9 +297,8 @@ def _splits_of(context, layers, devices, resident, cpu: int) -> tuple[LayerSplit
         device = machine.devices[devices[region]]
         if device.spec is None or resident[region]:
             continue
-        link = machine.link(RAM, device.tier)
-        link_s = machine.link_seconds(link, region_param_bytes(runner, region))
-        overhead_s = machine.link_seconds(link, region_working_bytes(runner, region))
+        link_s = machine.to_device_seconds(device.tier, region_param_bytes(runner, region))
+        overhead_s = machine.to_device_seconds(device.tier, region_working_bytes(runner, region))
         rows = device_rows(
             layer, context.table[region][cpu], context.table[region][devices[region]], link_s, overhead_s
         )

@@ -71,8 +71,7 @@ class SplitLayers:
         features = split.layer.rows - split.device_rows
         name = self.names[region]
         output = self.rows_out(region, RAM, features, f"{name} cpu rows out")
-        cpu = next(i for i, d in enumerate(self.machine.devices) if d.spec is None)
-        seconds = float(self.compute_s[region][cpu]) * (1.0 - split.device_share)
+        seconds = float(self.compute_s[region][self.machine.cpu_index]) * (1.0 - split.device_share)
         deps = {self.producer[b] for b in inputs if b in self.producer}
         compute = self.emit(Op(K.Compute, CPU_QUEUE, inputs, [output], deps, f"{name} cpu rows", seconds))
         self.ops[compute].region = region
@@ -80,7 +79,7 @@ class SplitLayers:
         self.operands[compute] = (tuple(inputs), (output,))
         on = self.machine.tier_names[tier]
         target = self.rows_out(region, tier, features, f"{name} cpu rows on {on}")
-        link_s = self.machine.link_seconds(self.machine.link(RAM, tier), self.buffers[output]["bytes"])
+        link_s = self.machine.to_device_seconds(tier, self.buffers[output]["bytes"])
         label = f"{name} cpu rows -> {on}"
         queue = self.link_queue(RAM, tier)
         self.emit(

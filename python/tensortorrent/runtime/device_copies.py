@@ -94,8 +94,7 @@ class DeviceLink:
         """Where the copy of `value` goes: the device's memory, or host memory coming back."""
         if not self.to_device:
             return torch.empty(value.shape, dtype=value.dtype)
-        nbytes = value.numel() * value.element_size()
-        return self.backend.allocate(self.index, nbytes).view(value.dtype).reshape(value.shape)
+        return self.backend.empty_like(self.index, value)
 
 
 def device_links(program: _core.Program, devices: dict[str, tuple[DeviceBackend, int]]) -> dict[int, DeviceLink]:

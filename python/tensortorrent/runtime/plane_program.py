@@ -90,7 +90,8 @@ class PlaneProgram:
         for buffer, slot in self.plan.preset:
             tier = program.buffers[buffer].tier
             if tier != RAM and values[slot] is not None and program.buffers[buffer].lifetime == LIFE.Resident:
-                held[buffer] = self._device_of(tier)[0].hold(self._device_of(tier)[1], values[slot])
+                backend, index = self._device_of(tier)
+                held[buffer] = backend.hold(index, values[slot])
         return held
 
     def predicted_s(self) -> float:
