@@ -78,3 +78,23 @@ def test_a_cancelled_call_leaves_no_device_memory_held(hooks):
     assert torch.cuda.memory_allocated() == before
     hooks.on_probe = None
     torch.testing.assert_close(compiled(x), eager_outputs(chain, (x,)))
+
+
+@pytest.mark.skipif(
+    TorchAcceleratorBackend("cuda").available() and torch.cuda.device_count() < 2,
+    reason="one cuda device: the several-GPU plan needs two",
+)
+def test_a_model_over_two_gpus_matches_eager_with_values_crossing_once():
+    model, args, kwargs = model_and_inputs("llama", torch.float32)
+    weights = sum(p.numel() * p.element_size() for p in model.parameters())
+    # Neither device holds the model, both together do: every region resident on one of them.
+    config = tt.CompileConfig(vram_budget_bytes=int(weights * 0.7))
+    compiled = tt.compile(model, args, example_kwargs=kwargs, config=config, devices=["cuda:0", "cuda:1"])
+    got = compiled(*args, **(kwargs or {}))
+    torch.testing.assert_close(got, eager_outputs(model, args, kwargs), **TOLERANCES[torch.float32])
+    assert {"cuda:0", "cuda:1"} <= set(compiled.region_devices)
+    crossings = [r.device for r in compiled.last_report.records if r.kind == "copy" and "->" in r.device]
+    if torch.cuda.can_device_access_peer(0, 1):
+        assert crossings, "peers exchange values over their own link"
+    else:
+        assert not crossings, "without peer access values go through host memory"

@@ -4,6 +4,8 @@ fail are left out and named."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
 
@@ -11,11 +13,13 @@ import tensortorrent as tt
 from tensortorrent.backends import registry
 from tensortorrent.backends.conformance import CHECKS, ConformanceError, check_backend
 from tensortorrent.backends.cpu import CpuBackend
-from tensortorrent.backends.host_memory import SyncQueue
+from tensortorrent.backends.host_memory import HostMemoryBackend, SyncQueue
+from tensortorrent.backends.interface import DeviceInfo
 from tensortorrent.backends.torch_accelerator import TorchAcceleratorBackend
 from tensortorrent.backends.virtual import VirtualBackend
 from tensortorrent.cli.doctor import report as doctor_report
 from tensortorrent.hardware import discover_devices
+from tensortorrent.hardware.accelerator import Accelerator, with_peer_links
 
 
 def test_the_cpu_backend_conforms():
@@ -36,6 +40,53 @@ def test_the_virtual_backend_conforms_and_refuses_memory_beyond_its_capacity():
     assert backend.memory(1).free == 4 << 20
     with pytest.raises(IndexError, match="virtual: no device 2; it has 2"):
         backend.memory(2)
+
+
+def test_virtual_devices_list_their_peer_links_both_ways_and_copy_between_them():
+    backend = VirtualBackend(
+        [
+            tt.VirtualDevice("a", 4 << 20, 1e11, 1e9, peers={"b": 50e9}),
+            tt.VirtualDevice("b", 4 << 20, 1e11, 1e9),
+            tt.VirtualDevice("c", 4 << 20, 1e11, 1e9),
+        ]
+    )
+    assert [d.peers for d in backend.devices()] == [("b",), ("a",), ()]
+    assert [d.peers for d in backend.devices(live=False)] == [(), (), ()]
+    assert "check_peer_copies: a" in check_backend(backend)
+
+
+class PeerBackend(HostMemoryBackend):
+    """Two devices in host memory that report peer access to each other."""
+
+    kind = "peered"
+
+    def __init__(self) -> None:
+        super().__init__([64 << 20, 64 << 20])
+
+    def devices(self, live: bool = True) -> list[DeviceInfo]:
+        return [
+            DeviceInfo(f"peered:{i}", self.kind, "test", 64 << 20, None, peers=(f"peered:{1 - i}",) if live else ())
+            for i in range(2)
+        ]
+
+
+class StrangerPeerBackend(PeerBackend):
+    """Reports peer access to a device that is not one of its own."""
+
+    def devices(self, live: bool = True) -> list[DeviceInfo]:
+        return [replace(device, peers=("peered:9",)) for device in super().devices(live)]
+
+
+def test_peer_copies_are_checked_and_their_links_measured():
+    assert "check_peer_copies: peered:1" in check_backend(PeerBackend())
+    with pytest.raises(ConformanceError, match=r"peer copies on peered:0: peer 'peered:9' is not one of its backend"):
+        check_backend(StrangerPeerBackend())
+    backend = PeerBackend()
+    found = {f"peered:{i}": Accelerator(f"peered:{i}", 8 << 20, 1e9, backend, i) for i in range(2)}
+    linked = with_peer_links(found)
+    rate = dict(linked["peered:0"].peers)["peered:1"]
+    assert rate > 0 and linked["peered:1"].peers == (("peered:0", rate),)
+    assert "peer link to peered:1" in linked["peered:0"].describe()
 
 
 def test_accelerator_backends_without_their_devices_list_none():

@@ -119,6 +119,22 @@ def check_hold(backend: DeviceBackend, index: int, info: DeviceInfo) -> None:
     _expect(backend.hold(index, held) is held, check, name, "holding a held tensor again made another copy")
 
 
+def check_peer_copies(backend: DeviceBackend, index: int, info: DeviceInfo) -> None:
+    """Each device it lists as a peer is one of the backend's, and a copy there on this
+    device's queue arrives whole."""
+    check, name = "peer copies", info.name
+    names = [device.name for device in backend.devices(live=False)]
+    for peer in info.peers:
+        _expect(peer in names, check, name, f"peer {peer!r} is not one of its backend's devices {names}")
+        source, target = backend.allocate(index, CHECK_BYTES), backend.allocate(names.index(peer), CHECK_BYTES)
+        pattern = _pattern(CHECK_BYTES, 4)
+        source.copy_(pattern)
+        queue = backend.queue(index)
+        queue.copy(target, source)
+        queue.record().wait()
+        _expect(torch.equal(target.cpu(), pattern), check, name, f"the bytes copied to peer {peer} differ")
+
+
 def check_kernel_device(backend: DeviceBackend, index: int, info: DeviceInfo) -> None:
     check, name = "kernel device", info.name
     device = backend.torch_device(index)
@@ -134,6 +150,7 @@ CHECKS: tuple[Callable[[DeviceBackend, int, DeviceInfo], None], ...] = (
     check_round_trip,
     check_queue_order,
     check_hold,
+    check_peer_copies,
     check_kernel_device,
 )
 

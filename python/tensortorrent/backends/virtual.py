@@ -1,5 +1,6 @@
 """The virtual backend: declared devices (tt.VirtualDevice) that compute on the CPU,
-each with the memory capacity it declares (an allocation beyond it fails)."""
+each with the memory capacity it declares (an allocation beyond it fails) and the peer
+links it declares (copies between peers are memcpy, like every copy here)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,15 @@ class VirtualBackend(HostMemoryBackend):
                 model=f"declared: {device.flops:.3g} FLOP/s, link {device.link_bandwidth:.3g} B/s",
                 total_bytes=device.memory_bytes,
                 free_bytes=self.memory(index).free if live else None,
+                peers=self._peers_of(device) if live else (),
             )
             for index, device in enumerate(self.declared)
         ]
+
+    def _peers_of(self, device: VirtualDevice) -> tuple[str, ...]:
+        """The declared devices a peer link joins to `device`, declared on either side."""
+        return tuple(
+            other.name
+            for other in self.declared
+            if other is not device and (device.peer_bandwidth(other.name) or other.peer_bandwidth(device.name))
+        )

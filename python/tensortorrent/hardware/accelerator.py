@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from ..backends import backends
-from ..backends.interface import DeviceBackend
+from ..backends.interface import DeviceBackend, Queue
 from ..partition.region_module import on_device
 
 AUTO_KINDS = ("cuda", "xpu")  # what devices="auto" takes besides the CPU: torch's own accelerators
@@ -32,13 +32,20 @@ class Accelerator:
     index: int
     region_seconds: tuple[float, ...] = ()  # per region, measured there (empty until profiled)
     link_latency_s: float = 0.0
+    # Devices of its backend it copies to directly (peer access), with the bytes/s measured
+    # over that link, the slower way: (name, bandwidth) pairs.
+    peers: tuple[tuple[str, float], ...] = ()
 
     def transfer_seconds(self, nbytes: int) -> float:
         return self.link_latency_s + nbytes / self.link_bandwidth
 
+    def peer_bandwidth(self, other: str) -> float | None:
+        return dict(self.peers).get(other)
+
     def describe(self) -> str:
+        peers = "".join(f", peer link to {name} {rate / 1e9:.3g} GB/s" for name, rate in self.peers)
         return (
-            f"{self.backend.kind} device, link {self.link_bandwidth / 1e9:.3g} GB/s measured; "
+            f"{self.backend.kind} device, link {self.link_bandwidth / 1e9:.3g} GB/s measured{peers}; "
             "region times measured there"
         )
 
@@ -56,9 +63,21 @@ def measure_link(backend: DeviceBackend, index: int, nbytes: int = LINK_PROBE_BY
     """Bytes per second of the slower way between pinned host memory and device `index`,
     through the backend's own queue and events (best of LINK_PROBE_ROUNDS each way)."""
     host, device = backend.pinned_host(nbytes), backend.allocate(index, nbytes)
+    return _slower_way(backend.queue(index), backend.queue(index), device, host, nbytes)
+
+
+def measure_peer_link(backend: DeviceBackend, first: int, second: int, nbytes: int = LINK_PROBE_BYTES) -> float:
+    """Bytes per second of the slower way between devices `first` and `second` of
+    `backend`, each way on the sending device's queue (best of LINK_PROBE_ROUNDS each)."""
+    a, b = backend.allocate(first, nbytes), backend.allocate(second, nbytes)
+    return _slower_way(backend.queue(second), backend.queue(first), a, b, nbytes)
+
+
+def _slower_way(to_a: Queue, to_b: Queue, a: torch.Tensor, b: torch.Tensor, nbytes: int) -> float:
+    """Bytes/s of the slower of copying b into a on queue `to_a` and a into b on `to_b`."""
     slowest = 0.0
-    for target, source in ((device, host), (host, device)):
-        queue, best = backend.queue(index), math.inf
+    for queue, target, source in ((to_a, a, b), (to_b, b, a)):
+        best = math.inf
         for _ in range(LINK_PROBE_ROUNDS):
             start = time.perf_counter()
             queue.copy(target, source)
@@ -90,7 +109,24 @@ def named_accelerators(devices: object, budgets) -> dict[str, Accelerator]:
             device = accelerator(name, budgets.devices[name].amount)
             if device is not None:
                 found[name] = device
-    return found
+    return with_peer_links(found)
+
+
+def with_peer_links(found: dict[str, Accelerator]) -> dict[str, Accelerator]:
+    """`found` with the direct links between devices of one backend that reports peer
+    access between them measured (each pair once) and recorded on both."""
+    peers: dict[str, list[tuple[str, float]]] = {name: [] for name in found}
+    names = list(found)
+    for position, name in enumerate(names):
+        device = found[name]
+        reachable = device.backend.devices(live=True)[device.index].peers
+        for other in names[position + 1 :]:
+            peer = found[other]
+            if peer.backend.kind == device.backend.kind and other in reachable:
+                rate = measure_peer_link(device.backend, device.index, peer.index)
+                peers[name].append((other, rate))
+                peers[other].append((name, rate))
+    return {name: replace(device, peers=tuple(sorted(peers[name]))) for name, device in found.items()}
 
 
 def profiled(device: Accelerator, runner, flat_inputs: Sequence[Any]) -> Accelerator:

@@ -10,6 +10,7 @@ tt.compile's `devices`.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ..errors import ConfigTypeError, ConfigValueError, InvalidArgumentError
@@ -22,7 +23,11 @@ class VirtualDevice:
     """name: how `devices` and reports refer to it. memory_bytes: its memory capacity.
     flops: its arithmetic rate (FLOP/s). link_bandwidth: bytes/s over its link with host
     RAM, each way. link_latency_s: fixed cost of every transfer. memory_bandwidth: bytes/s
-    to its own memory (None: compute time follows from FLOPs alone)."""
+    to its own memory (None: compute time follows from FLOPs alone). peers: the devices it
+    copies to and from directly, without staging through host RAM (as GPUs joined by NVLink
+    or PCIe peer access do), each with the bytes/s of that link, each way: a mapping
+    {name: bandwidth}, kept as (name, bandwidth) pairs sorted by name. A peer link declared
+    on either of two devices joins both; declared on both, the slower figure holds."""
 
     name: str
     memory_bytes: int
@@ -30,6 +35,7 @@ class VirtualDevice:
     link_bandwidth: float
     link_latency_s: float = 0.0
     memory_bandwidth: float | None = None
+    peers: Mapping[str, float] | tuple[tuple[str, float], ...] = ()
 
     def __post_init__(self) -> None:
         where = f"VirtualDevice({self.name!r})"
@@ -50,6 +56,11 @@ class VirtualDevice:
                 continue
             _check_number(f"{where}.{field_name}", value, positive=True)
         _check_number(f"{where}.link_latency_s", self.link_latency_s, positive=False)
+        object.__setattr__(self, "peers", _checked_peers(where, self.name, self.peers))
+
+    def peer_bandwidth(self, other: str) -> float | None:
+        """Bytes/s of its declared direct link to device `other`; None without one."""
+        return dict(self.peers).get(other)
 
     def compute_seconds(self, flops: float, bytes_touched: float) -> float:
         """Roofline time of a computation here: arithmetic or memory traffic, whichever is longer."""
@@ -59,6 +70,21 @@ class VirtualDevice:
     def transfer_seconds(self, nbytes: int) -> float:
         """How long moving `nbytes` over its link takes."""
         return self.link_latency_s + nbytes / self.link_bandwidth
+
+
+def _checked_peers(where: str, name: str, peers: object) -> tuple[tuple[str, float], ...]:
+    pairs = list(peers.items()) if isinstance(peers, Mapping) else peers
+    if not isinstance(pairs, (tuple, list)) or not all(isinstance(p, (tuple, list)) and len(p) == 2 for p in pairs):
+        raise ConfigTypeError(f"{where}.peers: expected a mapping of device names to bytes/s, got {peers!r}")
+    checked = {}
+    for other, bandwidth in pairs:
+        if not isinstance(other, str) or not other:
+            raise ConfigTypeError(f"{where}.peers: expected device names as keys, got {other!r}")
+        if other == name:
+            raise ConfigValueError(f"{where}.peers: a device is not its own peer, got {other!r}")
+        _check_number(f"{where}.peers[{other!r}]", bandwidth, positive=True)
+        checked[other] = float(bandwidth)
+    return tuple(sorted(checked.items()))
 
 
 def _check_number(name: str, value: object, *, positive: bool) -> None:
@@ -82,4 +108,11 @@ def check_machine(machine: object) -> tuple[VirtualDevice, ...]:
     repeated = sorted({n for n in names if names.count(n) > 1})
     if repeated:
         raise InvalidArgumentError(f"tt.compile: machine: device names must be distinct, got {repeated} twice")
+    for device in devices:
+        unknown = [other for other, _ in device.peers if other not in names]
+        if unknown:
+            raise InvalidArgumentError(
+                f"tt.compile: machine: {device.name!r} declares peers {unknown} that the machine does not "
+                f"declare (it has {names})"
+            )
     return tuple(devices)

@@ -72,6 +72,10 @@ def _machine_lines(placement: Placement) -> list[str]:
             )
         else:
             lines.append(f"    {device.name}: {format_bytes(spec.memory_bytes)} budget, {spec.describe()}")
+    names = placement.machine.tier_names
+    for a, b, rate in placement.machine.peer_links:
+        if a < b:  # one line per pair: a peer link has one figure both ways
+            lines.append(f"    peer link {names[a]} <-> {names[b]}: {rate / 1e9:g} GB/s each way (no staging in RAM)")
     return lines
 
 

@@ -1,8 +1,9 @@
 """Lowering: a placement becomes the one Program that the simulator times and the data plane runs.
 
 Tiers: 0 is host RAM; each virtual device adds its memory; a weights file adds "disk",
-last. Queues: "cpu" (its compute slots), "io" (loads in flight), then per virtual device
-its compute and its two links with RAM (h2d, d2h), each running one instruction at a time.
+last. Queues: "cpu" (its compute slots), "io" (loads in flight), then per device its
+compute and its two links with RAM (h2d, d2h), then each peer link between two devices
+("a->b"), each running one instruction at a time.
 
 Rules, in generation order (region by region, in topological order):
 - weights in memory are the model's own tensors in RAM (torch-owned residents). A region
@@ -20,7 +21,8 @@ Rules, in generation order (region by region, in topological order):
   disk is just dropped); the next region's spilled inputs are reloaded then too where
   they fit, so that their reads overlap this region's compute.
 - a value needed on another tier is copied once per tier, grouped by the instruction that
-  made it; between two devices it goes through RAM. Model outputs and mutated buffers
+  made it; between two devices it goes over their peer link where they have one, else
+  through RAM. Model outputs and mutated buffers
   come back to RAM.
 - a virtual device and a link run their instructions one at a time, in generation order.
 - every transient buffer is freed right after its last reader in generation order (the
@@ -249,7 +251,11 @@ class _Lowering(WeightStreams, ActivationSpill, SplitLayers):
         return seconds if tier != RAM and self.machine.device_on_tier(tier).declared else 0.0
 
     def link_queue(self, from_tier: int, to_tier: int) -> int:
-        return 2 + 3 * (max(from_tier, to_tier) - 1) + (1 if from_tier == RAM else 2)
+        """The queue of the link from one tier to another (see queue_names)."""
+        link, devices = self.machine.link(from_tier, to_tier), self.machine.device_count
+        if link >= 2 * devices:  # a peer link
+            return 2 + 3 * devices + link - 2 * devices
+        return 2 + 3 * (link // 2) + 1 + link % 2
 
     def copy(self, sources: list[int], to_tier: int, deps: set[int], label: str, register: bool = True) -> list[int]:
         """One Copy of `sources` (all on one tier) to `to_tier`, on their link; with
@@ -273,7 +279,7 @@ class _Lowering(WeightStreams, ActivationSpill, SplitLayers):
         return targets
 
     def values_on(self, slots: list[int], tier: int) -> dict[int, int]:
-        """Each slot's buffer on `tier`, copying what is not there yet (through RAM between devices)."""
+        """Each slot's buffer on `tier`, copying what is not there yet (see copy_source)."""
         found, missing = {}, []
         for slot in dict.fromkeys(slots):
             if (slot, tier) in self.on_tier:
@@ -287,18 +293,32 @@ class _Lowering(WeightStreams, ActivationSpill, SplitLayers):
                 missing.remove(slot)
         if not missing:
             return found
-        through_ram = [s for s in missing if tier != RAM and (s, RAM) not in self.on_tier]
+        sources = {slot: self.copy_source(slot, tier) for slot in missing}
+        through_ram = [slot for slot, source in sources.items() if source is None]
         if through_ram:
             self.values_on(through_ram, RAM)
         groups: dict[tuple[int, int], list[int]] = defaultdict(list)
         for slot in missing:
-            source = self.on_tier.get((slot, RAM)) if tier != RAM else self.origin[slot]
+            source = self.on_tier[(slot, RAM)] if sources[slot] is None else sources[slot]
             groups[(self.producer.get(source, -1), self.buffers[source]["tier"])].append(source)
-        for (producer, _), sources in sorted(groups.items()):
+        for (producer, _), group in sorted(groups.items()):
             origin = self.ops[producer].label if producer >= 0 else "inputs"
-            for source, target in zip(sources, self.copy(sources, tier, {producer} - {-1}, f"{origin} out")):
+            for source, target in zip(group, self.copy(group, tier, {producer} - {-1}, f"{origin} out")):
                 found[self.value_of[source]] = target
         return found
+
+    def copy_source(self, slot: int, tier: int) -> int | None:
+        """The buffer a copy of `slot` to `tier` reads: where it was made when `tier` is
+        RAM, its copy in RAM, or its buffer on a peer of `tier`; None when it must reach
+        RAM first."""
+        if tier == RAM:
+            return self.origin[slot]
+        if (slot, RAM) in self.on_tier:
+            return self.on_tier[(slot, RAM)]
+        return next(
+            (self.on_tier[(slot, a)] for a, b, _ in self.machine.peer_links if b == tier and (slot, a) in self.on_tier),
+            None,
+        )
 
     # The program -----------------------------------------------------------------------
 
@@ -438,13 +458,9 @@ class _Lowering(WeightStreams, ActivationSpill, SplitLayers):
             _core.Queue("cpu", _core.QueueKind.Compute, cpu_slots),
             _core.Queue("io", _core.QueueKind.Io, io_depth),
         ]
-        for device in machine.devices:
-            if device.spec is not None:
-                queues += [
-                    _core.Queue(device.name, _core.QueueKind.Compute, 1),
-                    _core.Queue(f"{device.name}.h2d", _core.QueueKind.Link, 1),
-                    _core.Queue(f"{device.name}.d2h", _core.QueueKind.Link, 1),
-                ]
+        links = set(machine.link_names)
+        for name in queue_names[2:]:
+            queues.append(_core.Queue(name, _core.QueueKind.Link if name in links else _core.QueueKind.Compute, 1))
         kept = sorted(b for b in self.kept if self.buffers[b]["lifetime"] == LIFE.Transient)
         program = _core.Program(tiers, queues, files, buffers, instructions, kept)
         return LoweredProgram(
@@ -489,8 +505,9 @@ class _Lowering(WeightStreams, ActivationSpill, SplitLayers):
         return self.runner.slot_meta[slot]
 
     def queue_names(self) -> list[str]:
+        """The queues: cpu, io, per device its compute queue and its two links with RAM, then the peer links."""
         names = ["cpu", "io"]
         for device in self.machine.devices:
             if device.spec is not None:
                 names += [device.name, f"{device.name}.h2d", f"{device.name}.d2h"]
-        return names
+        return names + self.machine.link_names[2 * self.machine.device_count :]

@@ -1,8 +1,10 @@
 """The machine a plan runs on: the devices regions may use, the memory tiers and the links.
 
 Tier 0 is host RAM, where the CPU computes and where the model's weights and the call's
-inputs start; every virtual device adds its own memory tier, joined to RAM by two links
-(host to device, device to host). Two devices exchange values through RAM.
+inputs start; every device adds its own memory tier, joined to RAM by two links (host to
+device, device to host). Two devices that are peers (a declared peer link, or a measured
+one where the backend reports peer access) exchange values over a direct link each way;
+others exchange them through RAM.
 """
 
 from __future__ import annotations
@@ -36,6 +38,16 @@ class PlanDevice:
     def declared(self) -> bool:
         """A virtual device: its instructions last at least their declared times."""
         return isinstance(self.spec, VirtualDevice)
+
+    def peer_bandwidth(self, other: PlanDevice) -> float | None:
+        """Bytes/s of a direct link from this device to `other` (the slower figure where
+        both give one); None where values between them go through RAM."""
+        if self.spec is None or other.spec is None or type(self.spec) is not type(other.spec):
+            return None
+        if isinstance(self.spec, Accelerator) and self.spec.backend.kind != other.spec.backend.kind:
+            return None
+        figures = [f for f in (self.spec.peer_bandwidth(other.name), other.spec.peer_bandwidth(self.name)) if f]
+        return min(figures) if figures else None
 
     def compute_seconds(self, region: int, cpu_seconds: float, flops: float, bytes_touched: float) -> float:
         """A region's time here: measured on the CPU, or on the accelerator; a virtual device
@@ -87,8 +99,34 @@ class PlanMachine:
     def device_on_tier(self, tier: int) -> PlanDevice:
         return next(d for d in self.devices if d.spec is not None and d.tier == tier)
 
+    @property
+    def device_count(self) -> int:
+        """How many device tiers there are (RAM aside)."""
+        return sum(d.spec is not None for d in self.devices)
+
+    @functools.cached_property
+    def peer_links(self) -> tuple[tuple[int, int, float], ...]:
+        """The direct links between devices: (from tier, to tier, bytes/s), each way, in tier order."""
+        accelerators = [d for d in self.devices if d.spec is not None]
+        return tuple(
+            (a.tier, b.tier, bandwidth)
+            for a in accelerators
+            for b in accelerators
+            if a is not b and (bandwidth := a.peer_bandwidth(b)) is not None
+        )
+
+    def peers(self, from_tier: int, to_tier: int) -> bool:
+        """Whether a direct link joins device tiers `from_tier` and `to_tier`."""
+        return any((a, b) == (from_tier, to_tier) for a, b, _ in self.peer_links)
+
     def link(self, from_tier: int, to_tier: int) -> int:
-        """Index of the link between RAM and a device tier: 2k is host-to-device, 2k+1 back."""
+        """Index of the link from one tier to another: with RAM and device tier k, 2(k-1)
+        is host-to-device and 2(k-1)+1 back; between peers, 2 x device_count + its
+        position in peer_links."""
+        if from_tier != RAM and to_tier != RAM:
+            for position, (a, b, _) in enumerate(self.peer_links):
+                if (a, b) == (from_tier, to_tier):
+                    return 2 * self.device_count + position
         if (from_tier == RAM) == (to_tier == RAM):
             raise AssertionError(f"no direct link from tier {from_tier} to tier {to_tier}")
         device_tier = to_tier if from_tier == RAM else from_tier
@@ -96,9 +134,15 @@ class PlanMachine:
 
     @functools.cached_property
     def link_names(self) -> list[str]:
-        return [f"{d.name}.{way}" for d in self.devices if d.spec is not None for way in ("h2d", "d2h")]
+        """Per link: "<device>.h2d" and "<device>.d2h" per device, then "<from>-><to>" per peer link."""
+        names = [f"{d.name}.{way}" for d in self.devices if d.spec is not None for way in ("h2d", "d2h")]
+        tier_names = self.tier_names
+        return names + [f"{tier_names[a]}->{tier_names[b]}" for a, b, _ in self.peer_links]
 
     def link_seconds(self, link: int, nbytes: int) -> float:
+        peer = link - 2 * self.device_count
+        if peer >= 0:
+            return nbytes / self.peer_links[peer][2]
         return self.device_on_tier(link // 2 + 1).spec.transfer_seconds(nbytes)
 
     def to_device_seconds(self, tier: int, nbytes: int) -> float:

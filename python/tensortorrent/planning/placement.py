@@ -325,7 +325,7 @@ def _problem(runner, regions, costs, table, machine: PlanMachine) -> _core.Place
         devices.append(_core.PlacementDevice(name=device.name, capacity_bytes=room))
     per_byte = [0.0 if d.spec is None else 1.0 / d.spec.link_bandwidth for d in machine.devices]
     transfer = [
-        [0.0 if a == b else per_byte[a] + per_byte[b] for b in range(len(devices))] for a in range(len(devices))
+        [_transfer_s_per_byte(machine, a, b, per_byte) for b in range(len(devices))] for a in range(len(devices))
     ]
     placement_regions = [
         _core.PlacementRegion(
@@ -338,6 +338,14 @@ def _problem(runner, regions, costs, table, machine: PlanMachine) -> _core.Place
         for region, cost in zip(regions, costs)
     ]
     return _core.PlacementProblem(placement_regions, devices, transfer, per_byte)
+
+
+def _transfer_s_per_byte(machine: PlanMachine, a: int, b: int, host_per_byte: list[float]) -> float:
+    """Seconds per byte from device a to device b: over their peer link, else through RAM."""
+    if a == b:
+        return 0.0
+    peer = machine.devices[a].peer_bandwidth(machine.devices[b])
+    return 1.0 / peer if peer is not None else host_per_byte[a] + host_per_byte[b]
 
 
 def _check_every_region_runs_somewhere(runner, regions, table, machine: PlanMachine) -> None:

@@ -3,7 +3,8 @@
 A device's memory is its backend's (torch's tensors: CUDA memory from the caching
 allocator, a virtual device's host memory): the core plans and counts a device's buffers
 but never touches their bytes, so it hands every Copy to or from a device tier to Python.
-Each link (a device's h2d, its d2h) has a queue of its backend (a CUDA stream). A copy is
+Each link (a device's h2d, its d2h, a peer link to another device) has a queue of the
+sending device's backend (a CUDA stream). A copy is
 enqueued there and an event recorded after it; the copy completes, for the executor,
 when that event does. One waiter thread per link sees its events complete in order (a
 queue runs its work in order), so no thread waits per copy, and the executor's own
@@ -82,29 +83,33 @@ def _wait_in_order(pending: _Pending) -> None:
 
 @dataclass(frozen=True)
 class DeviceLink:
-    """One way between host RAM and a device: its backend's queue and the thread that sees it complete."""
+    """One way between two memories (host RAM and a device, or two peer devices): the
+    queue its copies run on (the sending device's) and the thread that sees them complete."""
 
-    backend: DeviceBackend
-    index: int  # the device's index in its backend
-    to_device: bool
     queue: Queue
     waiter: LinkWaiter
+    target: tuple[DeviceBackend, int] | None  # the device copies go to (backend, index); None: host memory
 
     def empty_like(self, value: torch.Tensor) -> torch.Tensor:
-        """Where the copy of `value` goes: the device's memory, or host memory coming back."""
-        if not self.to_device:
+        """Where the copy of `value` goes: the target device's memory, or host memory coming back."""
+        if self.target is None:
             return torch.empty(value.shape, dtype=value.dtype)
-        return self.backend.empty_like(self.index, value)
+        backend, index = self.target
+        return backend.empty_like(index, value)
 
 
 def device_links(program: _core.Program, devices: dict[str, tuple[DeviceBackend, int]]) -> dict[int, DeviceLink]:
-    """Per link queue of `program` ("<device>.h2d", "<device>.d2h"), its DeviceLink;
-    `devices` gives each device's backend and index there."""
+    """Per link queue of `program` ("<device>.h2d", "<device>.d2h", "<from>-><to>" between
+    peers), its DeviceLink; `devices` gives each device's backend and index there."""
     links = {}
     for position, queue in enumerate(program.queues):
         if queue.kind != LINK:
             continue
-        device, _, way = queue.name.rpartition(".")
-        backend, index = devices[device]
-        links[position] = DeviceLink(backend, index, way == "h2d", backend.queue(index), LinkWaiter(queue.name))
+        if "->" in queue.name:
+            source, target = (devices[name] for name in queue.name.split("->"))
+        else:
+            device, _, way = queue.name.rpartition(".")
+            source, target = devices[device], devices[device] if way == "h2d" else None
+        backend, index = source
+        links[position] = DeviceLink(backend.queue(index), LinkWaiter(queue.name), target)
     return links
