@@ -34,6 +34,7 @@ if ! "$venv/bin/python" -c "import pytest" 2>/dev/null; then
 fi
 nvidia-smi >"$out/nvidia-smi.txt" 2>&1 || true
 stage device-tests 150 "$venv/bin/python" -m pytest -q -p no:cacheprovider tests/device tests/e2e/test_accelerators.py \
+  tests/e2e/test_device_direct.py tests/e2e/test_peer_devices.py tests/e2e/test_host_pins.py \
   --junitxml "$out/device-tests.xml"
 stage s4 300 "$venv/bin/python" bench/s4_gpu.py --out "$out/s4.json"
 exit $status

@@ -100,6 +100,7 @@ def fit_in_vram(device: str, quick: bool, samples: int) -> dict:
                 "ratio_tt_over_eager": ours["median_ms"] / eager["median_ms"],
                 "agreement_with_cpu_eager": agreement(got, expected),
                 "region_devices": compiled.region_devices,
+                "direct_path": next(x for x in compiled.explain().splitlines() if x.startswith("Direct path")),
             }
             model.to("cpu")
         except Exception as error:  # recorded, never dropped

@@ -7,6 +7,7 @@
 
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/shared_ptr.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
@@ -106,6 +107,8 @@ void bind_data_plane(nb::module_& m) {
   nb::class_<CallMemory>(m, "CallMemory")
       .def_prop_ro("peak_bytes", &CallMemory::peak_bytes,
                    "per tier: residents plus the most transient bytes live at once in this call")
+      .def_prop_ro("host_arenas", &CallMemory::host_arenas,
+                   "(address, bytes) of each host arena the call uses, the residents' and its own")
       .def("bind",
            [](CallMemory& self, std::int64_t buffer_id, std::uintptr_t address, std::int64_t nbytes) {
              self.bind(buffer_id, from_address(address), nbytes);

@@ -98,3 +98,29 @@ def test_a_model_over_two_gpus_matches_eager_with_values_crossing_once():
         assert crossings, "peers exchange values over their own link"
     else:
         assert not crossings, "without peer access values go through host memory"
+
+
+def test_a_model_that_fits_takes_the_direct_path_and_replays_a_cuda_graph():
+    from e2e.test_virtual_devices import BATCH, WIDTH, Stack
+
+    from tensortorrent.runtime.device_direct import WARM_UP_CALLS
+
+    torch.manual_seed(0)
+    model = Stack(layers=4).eval()
+    compiled = tt.compile(model, (torch.randn(BATCH, WIDTH),), devices=["cuda:0"])
+    assert compiled.uses_direct_path
+    for _ in range(WARM_UP_CALLS + 2):
+        x = torch.randn(BATCH, WIDTH)
+        torch.testing.assert_close(compiled(x), eager_outputs(model, (x,)), **TOLERANCES[torch.float32])
+    assert "graph: captured after" in compiled.explain()
+
+
+@pytest.mark.parametrize("name", ["gpt2", "llama"])
+def test_transformers_on_the_direct_path_match_eager_after_warm_up(name):
+    model, args, kwargs = model_and_inputs(name, torch.float32)
+    compiled = tt.compile(model, args, example_kwargs=kwargs, devices=["cuda:0"])
+    assert compiled.uses_direct_path
+    for _ in range(4):  # past the warm-up: replayed where captured, as launched where not
+        got = compiled(*args, **(kwargs or {}))
+    torch.testing.assert_close(got, eager_outputs(model, args, kwargs), **TOLERANCES[torch.float32])
+    assert "graph: " in compiled.explain()

@@ -31,7 +31,7 @@ def test_a_backends_device_runs_a_plan_measured_on_it(example_device):
     assert isinstance(spec, Accelerator) and not device.declared
     assert spec.link_bandwidth > 0 and len(spec.region_seconds) == 4 and all(s > 0 for s in spec.region_seconds)
     # Measured devices declare nothing: their instructions take as long as they take.
-    assert all(i.declared_us == 0 for i in compiled._plane.plan.program.schedule.instructions)
+    assert all(i.declared_us == 0 for i in compiled._plan.placement.chosen.program.program.schedule.instructions)
     assert f"{example_device}: " in compiled.explain() and "link" in compiled.explain()
     assert "region times measured there" in compiled.explain()
 

@@ -70,6 +70,20 @@ def test_validate_hardware_on_the_cpu(tmp_path, capsys):
     assert "cpu" in capsys.readouterr().out
 
 
+def test_validate_hardware_validates_a_backends_device_with_its_transfers(tmp_path, plugins_from):
+    plugins_from("good")  # the example backend: example:0, in host memory
+    path = tmp_path / "report.json"
+    assert main(["validate-hardware", "--output", str(path)]) == 0
+    example = next(d for d in json.loads(path.read_text())["devices"] if d["device"] == "example:0")
+    assert example["verdict"] == "validated"
+    checks = {check["name"]: check["detail"] for check in example["checks"]}
+    assert checks["backend conformance"].endswith("checks of the example backend passed")
+    numerics = checks["tensortorrent vs eager"]
+    assert "direct path" in numerics and "data plane" in numerics and "weights copied per call" in numerics
+    copied = numerics.split("weights copied per call (")[1]
+    assert not copied.split(", ")[1].startswith("0 bytes"), "the small budget moves weights on every call"
+
+
 def test_reports_go_into_folders_that_do_not_exist_yet(tmp_path):
     doctor = tmp_path / "out" / "deeper" / "x.json"
     main(["doctor", "--json", str(doctor), "--no-bandwidth"])

@@ -147,6 +147,19 @@ std::vector<std::int64_t> CallMemory::peak_bytes() const {
   return peaks;
 }
 
+std::vector<std::pair<std::uintptr_t, std::int64_t>> CallMemory::host_arenas() const {
+  std::vector<std::pair<std::uintptr_t, std::int64_t>> arenas;
+  for (const auto* held : {&resident_, &transient_}) {
+    for (std::size_t tier = 0; tier < held->size(); ++tier) {
+      const std::shared_ptr<HostArena>& arena = (*held)[tier];
+      if (arena && arena->size() > 0 && program_->tiers()[tier].kind == TierKind::Host) {
+        arenas.emplace_back(reinterpret_cast<std::uintptr_t>(arena->data()), arena->size());
+      }
+    }
+  }
+  return arenas;
+}
+
 DataPlane::DataPlane(std::shared_ptr<const Program> program, std::shared_ptr<IoEngine> io, std::int32_t workers,
                      std::string spill_dir)
     : program_(std::move(program)), io_(std::move(io)), ledger_(program_->tiers()), executor_(ExecutorOptions{workers}) {

@@ -148,5 +148,25 @@ TEST(DataPlaneDeviceCopyTest, ARunWithoutADeviceCopyKernelIsRefusedNamingTheCopy
   plane.end_call(memory);
 }
 
+TEST(DataPlaneDeviceCopyTest, TheHostArenasACallUsesAreListedForPinningAndRecurFromCallToCall) {
+  DeviceRoundTrip trip;
+  auto program = std::make_shared<const Program>(trip.builder.spec);
+  DataPlane plane(program, nullptr, 1);
+  auto first = plane.begin_call(1.0);
+  const auto arenas = first->host_arenas();
+  ASSERT_EQ(arenas.size(), 2u);  // the resident weight's arena, then the call's own (the copy back lands there)
+  const auto inside = [](std::pair<std::uintptr_t, std::int64_t> arena, const std::byte* address) {
+    const auto at = reinterpret_cast<std::uintptr_t>(address);
+    return at >= arena.first && at < arena.first + static_cast<std::uintptr_t>(arena.second);
+  };
+  EXPECT_TRUE(inside(arenas[0], first->address(program->buffer_position(trip.weight))));
+  EXPECT_TRUE(inside(arenas[1], first->address(program->buffer_position(trip.back))));
+  plane.end_call(first);
+  first.reset();  // its arena goes back to the pool
+  auto second = plane.begin_call(1.0);
+  EXPECT_EQ(second->host_arenas(), arenas);  // the same arenas: pinned once, they stay pinned
+  plane.end_call(second);
+}
+
 }  // namespace
 }  // namespace tt

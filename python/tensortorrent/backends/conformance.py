@@ -119,6 +119,26 @@ def check_hold(backend: DeviceBackend, index: int, info: DeviceInfo) -> None:
     _expect(backend.hold(index, held) is held, check, name, "holding a held tensor again made another copy")
 
 
+def check_host_registration(backend: DeviceBackend, index: int, info: DeviceInfo) -> None:
+    """Host memory registered in place is copied to the device whole (page-locked where the
+    device is not the CPU and the backend says it registered it), and unregistered after."""
+    check, name = "host registration", info.name
+    host = _pattern(CHECK_BYTES, 5)
+    registered = backend.register_host(host.data_ptr(), CHECK_BYTES)
+    _expect(isinstance(registered, bool), check, name, f"register_host gave {registered!r}, expected a bool")
+    try:
+        if registered and backend.torch_device(index).type != "cpu":
+            _expect(host.is_pinned(), check, name, "registered host memory is not page-locked")
+        on_device = backend.allocate(index, CHECK_BYTES)
+        queue = backend.queue(index)
+        queue.copy(on_device, host)
+        queue.record().wait()
+        _expect(torch.equal(on_device.cpu(), host), check, name, "the bytes copied from registered memory differ")
+    finally:
+        if registered:
+            backend.unregister_host(host.data_ptr())
+
+
 def check_peer_copies(backend: DeviceBackend, index: int, info: DeviceInfo) -> None:
     """Each device it lists as a peer is one of the backend's, and a copy there on this
     device's queue arrives whole."""
@@ -141,6 +161,12 @@ def check_kernel_device(backend: DeviceBackend, index: int, info: DeviceInfo) ->
     x = torch.arange(16, dtype=torch.float32, device=device)
     got = float((x * 2).sum().cpu())
     _expect(got == 240.0, check, name, f"a kernel on {device} computed {got}, expected 240.0")
+    queue = backend.queue(index)
+    with queue.launching():  # on the queue, then complete once an event after it is
+        doubled = x * 2
+    queue.record().wait()
+    got = float(doubled.sum().cpu())
+    _expect(got == 240.0, check, name, f"a kernel launched on a queue of {device} computed {got}, expected 240.0")
 
 
 CHECKS: tuple[Callable[[DeviceBackend, int, DeviceInfo], None], ...] = (
@@ -150,6 +176,7 @@ CHECKS: tuple[Callable[[DeviceBackend, int, DeviceInfo], None], ...] = (
     check_round_trip,
     check_queue_order,
     check_hold,
+    check_host_registration,
     check_peer_copies,
     check_kernel_device,
 )

@@ -50,6 +50,7 @@ class HostMemoryBackend(DeviceBackend):
         self._capacities = capacities
         self._allocated = [0] * len(capacities)
         self._peak = [0] * len(capacities)
+        self.registered: dict[int, int] = {}  # host ranges register_host was given: address -> bytes
         self._lock = threading.Lock()
 
     def torch_device(self, index: int) -> torch.device:
@@ -90,6 +91,18 @@ class HostMemoryBackend(DeviceBackend):
 
     def pinned_host(self, nbytes: int) -> torch.Tensor:
         return torch.empty(nbytes, dtype=torch.uint8)  # the device reads host memory as it is
+
+    def register_host(self, address: int, nbytes: int) -> bool:
+        """Nothing to lock; the ranges are kept (`registered`), so tests can see what a GPU's would be."""
+        with self._lock:
+            if address in self.registered:
+                return False  # as CUDA refuses memory registered already
+            self.registered[address] = nbytes
+        return True
+
+    def unregister_host(self, address: int) -> None:
+        with self._lock:
+            self.registered.pop(address, None)
 
     def queue(self, index: int) -> Queue:
         self._check(index)

@@ -14,6 +14,8 @@ built-in backend runs it in `make test` (the CPU and virtual ones) or `tests/dev
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 
 import torch
@@ -71,6 +73,22 @@ class Queue(ABC):
     def wait_for(self, event: Event) -> None:
         """Makes the work enqueued from now on wait for `event` (never blocks the caller)."""
 
+    def launching(self) -> AbstractContextManager:
+        """A block in which the kernels torch launches on the queue's device run on this
+        queue (the device's compute queue); the default: kernels run as they are called."""
+        return nullcontext()
+
+
+class CapturedGraph(ABC):
+    """The kernels of one run of a function, recorded once and replayed (a CUDA graph):
+    each replay reads the same input tensors and writes the same `outputs`."""
+
+    outputs: object  # what the function returned when captured, its tensors rewritten by every replay
+
+    @abstractmethod
+    def replay(self) -> None:
+        """Runs the recorded kernels again, asynchronously on the device."""
+
 
 class DeviceBackend(ABC):
     """One kind of device. `kind` prefixes its device names ("cuda" -> "cuda:0")."""
@@ -114,8 +132,27 @@ class DeviceBackend(ABC):
         return self.allocate(index, nbytes).view(tensor.dtype).reshape(tensor.shape)
 
     def synchronize(self, index: int) -> None:
-        """Waits until the kernels launched on device `index` have run (the default: kernels
+        """Waits until the kernels the calling thread launched on device `index` have run,
+        and no longer: not for copies on the device's other queues (the default: kernels
         that run as they are called, as in host memory)."""
+        return None
+
+    def register_host(self, address: int, nbytes: int) -> bool:
+        """Page-locks `nbytes` of host memory at `address` for this backend's copies, in
+        place, until unregister_host: done once for memory reused across calls (the core's
+        arenas, weights copied on every call), never per copy. False where this backend
+        cannot (its copies then stage through memory of its own). The default: host memory
+        needs no locking for a backend whose devices compute in it."""
+        return True
+
+    def unregister_host(self, address: int) -> None:
+        """Ends a registration register_host made at `address`."""
+        return None
+
+    def capture(self, index: int, function: Callable[[], object]) -> CapturedGraph | None:
+        """`function`'s kernels on device `index` recorded for replay, or None where the
+        backend records none (the default: kernels run as they are called). Raises what
+        recording raised where `function` cannot be recorded (it synchronizes, say)."""
         return None
 
     def hold(self, index: int, tensor: torch.Tensor) -> torch.Tensor:

@@ -7,9 +7,13 @@ device counts and properties come from the runtime without one.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
-from .interface import DeviceBackend, DeviceInfo, Event, MemoryUse, Queue
+from .interface import CapturedGraph, DeviceBackend, DeviceInfo, Event, MemoryUse, Queue
+
+CUDA_HOST_REGISTER_PORTABLE = 1  # cudaHostRegisterPortable
 
 
 class TorchEvent(Event):
@@ -34,6 +38,9 @@ class TorchQueue(Queue):
         with self._module.stream(self.stream):
             target.copy_(source, non_blocking=True)
 
+    def launching(self):
+        return self._module.stream(self.stream)
+
     def record(self) -> Event:
         event = self._module.Event()
         event.record(self.stream)
@@ -44,6 +51,14 @@ class TorchQueue(Queue):
             self.stream.wait_event(event.event)
         elif not event.done():
             raise ValueError(f"a {type(self).__name__} cannot wait for an incomplete {type(event).__name__}")
+
+
+class TorchGraph(CapturedGraph):
+    def __init__(self, graph, outputs: object) -> None:
+        self.graph, self.outputs = graph, outputs
+
+    def replay(self) -> None:
+        self.graph.replay()
 
 
 class TorchAcceleratorBackend(DeviceBackend):
@@ -101,7 +116,9 @@ class TorchAcceleratorBackend(DeviceBackend):
         self._module.reset_peak_memory_stats(index)
 
     def synchronize(self, index: int) -> None:
-        self._module.synchronize(index)
+        # The thread's current stream, where its kernels went: a device-wide synchronize
+        # would also wait for the prefetches in flight on the copy streams.
+        self._module.current_stream(self.torch_device(index)).synchronize()
 
     def allocate(self, index: int, nbytes: int) -> torch.Tensor:
         return torch.empty(nbytes, dtype=torch.uint8, device=self.torch_device(index))
@@ -111,3 +128,30 @@ class TorchAcceleratorBackend(DeviceBackend):
 
     def queue(self, index: int) -> Queue:
         return TorchQueue(self._module, self.torch_device(index))
+
+    def register_host(self, address: int, nbytes: int) -> bool:
+        """cudaHostRegister, portable (every device's copies use it); XPU registers none."""
+        if self.kind != "cuda":
+            return False
+        return int(torch.cuda.cudart().cudaHostRegister(address, nbytes, CUDA_HOST_REGISTER_PORTABLE)) == 0
+
+    def unregister_host(self, address: int) -> None:
+        if self.kind == "cuda":
+            torch.cuda.cudart().cudaHostUnregister(address)
+
+    def capture(self, index: int, function: Callable[[], object]) -> CapturedGraph | None:
+        """A CUDA graph of `function` (XPU records none): run once on a side stream first,
+        as torch asks before a capture, so lazy initialisations happen outside it."""
+        if self.kind != "cuda":
+            return None
+        device = self.torch_device(index)
+        with torch.cuda.device(device):
+            side = torch.cuda.Stream(device)
+            side.wait_stream(torch.cuda.current_stream(device))
+            with torch.cuda.stream(side):
+                function()
+            torch.cuda.current_stream(device).wait_stream(side)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                outputs = function()
+        return TorchGraph(graph, outputs)

@@ -50,7 +50,9 @@ def build_plan(
     cores = cpus or usable_cores()
     chosen = placement.chosen if placement is not None else None
     devices = tuple(placement.machine.devices[d].name for d in chosen.devices) if chosen else ("cpu",) * len(regions)
-    direct, reason = decide_direct_path(len(regions), config, on_cpu=all(d == "cpu" for d in devices))
+    direct, reason = decide_direct_path(
+        len(regions), config, on_cpu=all(d == "cpu" for d in devices), resident_on=resident_on(placement)
+    )
     if placement is not None and not placement.machine.is_cpu_only:
         schedule = chosen.program.program.schedule  # runs as lowered
     else:
@@ -91,13 +93,34 @@ def region_instructions(regions: list[Region], lowered=None) -> list[_core.Instr
     ]
 
 
-def decide_direct_path(region_count: int, config: CompileConfig, on_cpu: bool = True) -> tuple[bool, str]:
-    """Whether calls skip the executor, and why. TT_DIRECT_PATH=0/1 overrides the config."""
+def resident_on(placement: Placement | None) -> str | None:
+    """The accelerator every region of `placement` computes on with its weights resident
+    there (none split with the CPU), if there is one: its plan may take the direct path."""
+    if placement is None:
+        return None
+    chosen = placement.chosen
+    used = set(chosen.devices)
+    if len(used) != 1 or not all(chosen.resident) or chosen.splits:
+        return None
+    device = placement.machine.devices[used.pop()]
+    return device.name if device.spec is not None and not device.declared else None
+
+
+def decide_direct_path(
+    region_count: int, config: CompileConfig, on_cpu: bool = True, resident_on: str | None = None
+) -> tuple[bool, str]:
+    """Whether calls skip the executor, and why. TT_DIRECT_PATH=0/1 overrides the config.
+    `resident_on`: the accelerator every region is resident on, if any."""
     forced = env_flag("TT_DIRECT_PATH")
-    if not on_cpu:
-        return False, "not taken: regions run on virtual devices, through transfers"
+    if not on_cpu and resident_on is None:
+        return False, "not taken: regions run on virtual devices or several devices, through transfers"
     if config.activation_budget_bytes is not None:
         return False, "not taken: CompileConfig.activation_budget_bytes is kept on the data plane"
+    if resident_on is not None:
+        if forced is False or (not config.prefer_direct_path and forced is None):
+            why = "TT_DIRECT_PATH=0" if forced is False else "CompileConfig(prefer_direct_path=False)"
+            return False, f"not taken: disabled by {why}"
+        return True, f"taken: every region is resident on {resident_on}; calls run there inline"
     if region_count > 1:
         note = " (TT_DIRECT_PATH=1 applies only to a single resident region)" if forced else ""
         return False, f"not taken: {region_count} regions run through the executor by dependency order{note}"

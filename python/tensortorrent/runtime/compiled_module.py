@@ -7,7 +7,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -29,6 +29,7 @@ from ..planning.streaming import in_memory_plan
 from ..planning.weights_on_disk import WeightsOnDisk
 from ..storage.spill_dir import spill_dir_for
 from .call_handle import CallHandle
+from .device_direct import DeviceDirect, device_direct
 from .plane_program import PlaneProgram
 from .program_runner import ProgramRunner, detach_outputs
 
@@ -100,7 +101,14 @@ class CompiledModule(nn.Module):
         self._config = config
         self._runner = streamed.runner if streamed is not None else runner or ProgramRunner(program, regions)
         self._streams = streamed is not None
-        if plan.tiered and streamed is None:
+        self._on_device: DeviceDirect | None = None
+        if plan.tiered and streamed is None and plan.direct and not self._runner.mutations:
+            self._on_device = device_direct(self._runner, plan)
+        elif plan.tiered and streamed is None:
+            if plan.direct:
+                self._plan = plan = replace(
+                    plan, direct=False, direct_reason="not taken: the model updates its own buffers (the data plane's)"
+                )
             streamed = PlaneProgram(self._runner, plan.placement.chosen.program, machine=plan.placement.machine)
         elif streamed is None and not plan.direct:
             # A CPU plan runs its Program on the data plane, its weights used in place.
@@ -167,6 +175,8 @@ class CompiledModule(nn.Module):
         if token.consume():
             raise ExecutionCancelled("call cancelled before its first region")
         start = time.perf_counter()
+        if self._on_device is not None:
+            return self._on_device.run(flat), (time.perf_counter() - start) * 1e6
         with torch.no_grad():
             if not self._runs_model_forward or any(module.training for module in self._submodules):
                 # No model code to call (a loaded artifact), or the model's own forward
@@ -195,6 +205,7 @@ class CompiledModule(nn.Module):
                 predicted_end_us=instruction.predicted_end_us,
             )
             for instruction in self._plan.schedule.instructions
+            if instruction.kind == _core.InstructionKind.Compute
         ]
         return _core.RunReport(records=records, wall_us=elapsed_us, workers=1)
 
@@ -254,8 +265,14 @@ class CompiledModule(nn.Module):
             self._costs,
             self._origin,
             self._plane.describe() if self._plane is not None else (),
-            "not taken: weights stream from disk through the data plane" if self._streams else None,
+            self._direct_reason(),
         )
+
+    def _direct_reason(self) -> str | None:
+        """What explain() says of the direct path where the plan's own reason is not the whole story."""
+        if self._streams:
+            return "not taken: weights stream from disk through the data plane"
+        return f"taken: {self._on_device.describe()}" if self._on_device is not None else None
 
     def profile(self, *args: Any, **kwargs: Any) -> list[float]:
         """Measures each region's CPU time on these inputs (the median of three timed runs after a warm-up),

@@ -13,7 +13,6 @@ that buffer's bytes once it is freed.
 
 from __future__ import annotations
 
-import functools
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ import torch
 import torch.utils._pytree as pytree
 
 from .. import _core
+from ..backends.interface import Queue
 from ..partition.region_module import on_device
 from ..planning.layer_split import join_features
 from ..planning.lowering import LoweredProgram
@@ -39,9 +39,11 @@ class ComputeStep:
     writes: tuple[int, ...]  # buffer per output
     counted: tuple[int, ...]  # reads that are torch's transient tensors, dropped after their last reader
     plain: bool  # every read and write is torch's or a preset value: no views, nothing carried
-    # On a device: waits for its kernels, so the instruction completes when its work has
-    # (its readers on other queues start only then). None on the CPU.
-    synchronize: Callable[[], None] | None = None
+    # On a device: its compute queue (a stream of its own), where its kernels run; the
+    # instruction completes when an event after them does, so its readers on other queues
+    # start only then (the copies in flight on the device's other queues are not waited
+    # for). None on the CPU.
+    queue: Queue | None = None
 
 
 @dataclass(frozen=True)
@@ -84,6 +86,7 @@ def call_steps(
     special = set(lowered.views) | set(lowered.carried)
     computes = {}
     kernels: dict[tuple[int, str], Callable[..., tuple]] = {}  # (region, torch device) -> its kernel there
+    compute_queues = {name: backend.queue(index) for name, (backend, index) in devices.items()}
     for ident, (reads, writes) in lowered.operands.items():
         region = lowered.region_of[ident]
         device = devices.get(queues[instructions[ident].queue].name)
@@ -97,7 +100,7 @@ def call_steps(
             writes=writes,
             counted=tuple(b for b in reads if readers[b]),
             plain=not special.intersection(reads) and not special.intersection(writes),
-            synchronize=functools.partial(device[0].synchronize, device[1]) if device is not None else None,
+            queue=compute_queues[queues[instructions[ident].queue].name] if device is not None else None,
         )
     steps = {}
     for instruction in copies:
@@ -144,6 +147,15 @@ class PlaneCall:
         """Runs a Compute instruction's region (on an executor thread or the caller's)."""
         torch.set_grad_enabled(False)  # grad mode is per thread
         step = self._steps.computes[instruction_id]
+        if step.queue is None:
+            self._run(step)
+        else:
+            with step.queue.launching():
+                self._run(step)
+            step.queue.record().wait()
+        self._read(step.counted)
+
+    def _run(self, step: ComputeStep) -> None:
         env = self.env
         if step.plain:  # the common case on the CPU: torch's tensors in, torch's tensors out
             outputs = step.forward(*[env[b] for b in step.reads])
@@ -151,9 +163,6 @@ class PlaneCall:
                 env[buffer] = value
         else:
             self._compute_with_views(step)
-        if step.synchronize is not None:
-            step.synchronize()
-        self._read(step.counted)
 
     def copy(self, instruction_id: int, done: Callable[[BaseException | None], None]) -> None:
         """Starts a Copy to or from a device on its link's queue; `done` ends it once the

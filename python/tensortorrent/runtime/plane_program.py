@@ -27,6 +27,7 @@ from ..planning.machine import RAM, PlanMachine
 from ..planning.streaming import predicted_at
 from ..planning.weights_on_disk import WeightsOnDisk
 from .device_copies import device_links
+from .host_pins import HostPins, page_spans
 from .plane_call import PlaneCall, call_steps
 from .program_runner import ProgramRunner
 
@@ -79,6 +80,21 @@ class PlaneProgram:
             runner.rebind(self.bound_values())
         links = device_links(program, self.devices)
         self._steps = call_steps(runner, plan, links, self._held_on_devices(), self.devices)
+        self.pins = HostPins(backend for backend, _ in self.devices.values()) if self.devices else None
+        if self.pins is not None:
+            self.pins.cover(page_spans(self._copied_weights()))
+            self.pins.cover(self.plane.resident_memory().host_arenas)
+
+    def _copied_weights(self) -> list[torch.Tensor]:
+        """The model's tensors in RAM that copies to a device read on every call."""
+        program, values = self.plan.program, self.runner.bound_values
+        slot_of = dict(self.plan.preset)
+        read = {b for i in program.schedule.instructions if i.kind == K.Copy for b in i.reads}
+        return [
+            values[slot_of[b]]
+            for b in read
+            if b in slot_of and slot_of[b] < self.runner.bound_count and isinstance(values[slot_of[b]], torch.Tensor)
+        ]
 
     def _device_of(self, tier: int) -> tuple[DeviceBackend, int]:
         return self.devices[self.plan.program.tiers[tier].name]
@@ -133,6 +149,7 @@ class PlaneProgram:
         """explain()'s lines: what streams, the prefetch distance, the memory plan and the program."""
         plan, program = self.plan, self.plan.program
         memory = program.memory_plan
+        pinned = [self.pins.describe()] if self.pins is not None else []
         if self.weights is None:
             lines = ["Data plane: the model's own weights used in place; per tier, its memory plan"]
             for tier, name in enumerate(self.tier_names):
@@ -142,7 +159,7 @@ class PlaneProgram:
                     f"  {name}: {format_bytes(memory.arena_bytes[tier])} at most, "
                     f"{format_bytes(memory.peak_bytes[tier])} live at the peak in plan order ({budget})"
                 )
-            return lines + self._spill_lines() + ["", *self._program_lines()]
+            return lines + pinned + self._spill_lines() + ["", *self._program_lines()]
         resident = sum(self.weights.ranges[slot].nbytes for slot in plan.resident)
         lines = [
             f"Weights streamed from disk (ram_budget_bytes={plan.budget_bytes}, {format_bytes(plan.budget_bytes)})",
@@ -161,7 +178,7 @@ class PlaneProgram:
         for region, weights in sorted(plan.streamed.items()):
             nbytes = sum(self.weights.ranges[w.slot].nbytes for w in weights)
             lines.append(f"    {plan.region_names[region]}: {format_bytes(nbytes)} streamed per call")
-        return lines + self._spill_lines() + ["", *self._program_lines()]
+        return lines + pinned + self._spill_lines() + ["", *self._program_lines()]
 
     def _spill_lines(self) -> list[str]:
         program = self.plan.program
@@ -205,6 +222,8 @@ class PlaneProgram:
         memory = plane.begin_call(timeout_s)
         call = None
         try:
+            if self.pins is not None:  # a pooled arena seen before is registered already
+                self.pins.cover(memory.host_arenas)
             call = PlaneCall(self.runner, self.plan, plane, memory, flat_inputs, self._steps)
             with torch.no_grad():  # the caller's thread computes too; its grad mode comes back after
                 report = plane.run(

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -12,6 +13,7 @@ from torch import fx
 
 from ..capture.program import NormalizedProgram, value_bytes
 from ..partition import Region, build_region_module
+from ..partition.region_module import on_device
 from ..planning.profile_cache import region_key
 
 
@@ -98,6 +100,16 @@ class ProgramRunner:
         slot_of = {id(tensor): slot for slot, tensor in enumerate(self._bound_values)}
         self.mutations = [(slot, values[slot_of[id(buffer)]]) for slot, buffer in self.mutations]
         self._bound_values = list(values)
+
+    def on(self, device: torch.device, bound_values: list[Any]) -> ProgramRunner:
+        """This program with its kernels on `device` (partition/region_module.on_device) over
+        `bound_values` there, for calls run inline on that device; it applies no buffer
+        mutations (a plan that has some runs on the data plane)."""
+        other = copy.copy(self)
+        other.kernels = [replace(k, forward=on_device(k.module, device).forward) for k in self.kernels]
+        other._bound_values = list(bound_values)
+        other.mutations = []
+        return other
 
     def new_call(self, flat_inputs: list[Any]) -> InlineCall:
         """A call run inline: a fresh environment holding the bound tensors and inputs."""

@@ -55,6 +55,11 @@ class CallMemory : public std::enable_shared_from_this<CallMemory> {
   // counted as the simulator counts them (first writer's start to its Free's end).
   std::vector<std::int64_t> peak_bytes() const;
 
+  // The host arenas this call reads and writes, the residents' and its own, as (address,
+  // bytes): for a device backend to page-lock once. Pooled arenas return to their pool and
+  // are reused, so the same ones recur from call to call.
+  std::vector<std::pair<std::uintptr_t, std::int64_t>> host_arenas() const;
+
  private:
   friend class DataPlane;
   void take(std::size_t position);   // a buffer's life starts

@@ -1,0 +1,95 @@
+"""Host memory the devices copy from and to, page-locked once per program, in place.
+
+A GPU copies asynchronously only from page-locked memory; from pageable memory the
+driver stages each copy through a buffer of its own, and the copy no longer overlaps
+anything. So the memory a program's device copies read and write is registered with
+each device's backend once (`DeviceBackend.register_host`), never per tensor per call,
+and never copied into a second, pinned, buffer:
+- the core's host arenas, as calls first use them: the resident arena, and each pooled
+  call arena (they return to their pool and recur, so steady-state calls register
+  nothing);
+- the model's weights that are copied to a device on every call, their pages
+  registered where they are (so RAM holds them once).
+A range a backend refuses (memory registered already, by another program of the same
+model, say) is counted and left pageable: its copies still work, staged. Everything
+registered is released when the program is collected. The call's inputs and the
+activations the CPU computes are torch's own allocations and stay pageable.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections.abc import Iterable
+
+import torch
+
+from ..backends.interface import DeviceBackend
+
+PAGE = 4096
+
+
+class HostPins:
+    """The ranges registered with each of `backends` for one program."""
+
+    def __init__(self, backends: Iterable[DeviceBackend]) -> None:
+        self._backends = list({id(b): b for b in backends}.values())
+        self._pinned: dict[int, tuple[int, list[DeviceBackend]]] = {}  # address -> (bytes, who registered it)
+        self._refused: dict[int, int] = {}  # address -> bytes some backend refused
+        self._lock = threading.Lock()
+        weakref.finalize(self, _release, self._pinned)
+
+    def cover(self, ranges: Iterable[tuple[int, int]]) -> None:
+        """Registers each (address, bytes) range not seen before with every backend."""
+        with self._lock:
+            for address, nbytes in ranges:
+                if address in self._pinned or address in self._refused or nbytes <= 0:
+                    continue
+                took = [b for b in self._backends if b.register_host(address, nbytes)]
+                self._pinned[address] = (nbytes, took)
+                if len(took) < len(self._backends):
+                    self._refused[address] = nbytes
+
+    @property
+    def pinned_bytes(self) -> int:
+        with self._lock:
+            return sum(nbytes for address, (nbytes, _) in self._pinned.items() if address not in self._refused)
+
+    @property
+    def refused_bytes(self) -> int:
+        with self._lock:
+            return sum(self._refused.values())
+
+    def describe(self) -> str:
+        line = (
+            f"Host memory page-locked in place for the devices' copies: {self.pinned_bytes} bytes in "
+            f"{len(self._pinned) - len(self._refused)} range(s) (the core's arenas, weights copied per call)"
+        )
+        refused = self.refused_bytes
+        return line + (f"; {refused} bytes refused by a backend, copied staged" if refused else "")
+
+
+def _release(pinned: dict[int, tuple[int, list[DeviceBackend]]]) -> None:
+    for address, (_, backends) in pinned.items():
+        for backend in backends:
+            backend.unregister_host(address)
+    pinned.clear()
+
+
+def page_spans(tensors: Iterable[torch.Tensor]) -> list[tuple[int, int]]:
+    """The whole pages holding `tensors`' storages, as (address, bytes) ranges, those that
+    overlap or touch merged (a page registers once)."""
+    spans = sorted(
+        {
+            (start - start % PAGE, -(-(start + storage.nbytes()) // PAGE) * PAGE)
+            for storage in (t.untyped_storage() for t in tensors if t.device.type == "cpu")
+            if storage.nbytes() and (start := storage.data_ptr())
+        }
+    )
+    merged: list[list[int]] = []
+    for begin, end in spans:
+        if merged and begin <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([begin, end])
+    return [(begin, end - begin) for begin, end in merged]
