@@ -71,10 +71,8 @@ def compile(
     exported = exported_source(model, checkpoint)
     args, kwargs = example_of(exported, example_inputs, example_kwargs)
     if checkpoint is not None:
-        if machine is not None:
-            raise UnsupportedError("tt.compile: a model compiled from a checkpoint runs on the CPU only today")
         source = exported if exported is not None else check_model(model)
-        return compile_from_checkpoint(source, args, kwargs, config, checkpoint, devices)
+        return compile_from_checkpoint(source, args, kwargs, config, checkpoint, devices, machine)
     # An exported program's own module holds its weights (the same tensors) and runs its graph.
     model = exported.module() if exported is not None else model
     # Accelerators are probed only for a plan that may use one: probing creates CUDA contexts.

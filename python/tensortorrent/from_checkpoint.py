@@ -8,10 +8,18 @@ The files are never copied, nor ever all in RAM at once. Region costs come from 
 profiling call that streams each region's weights within the budget, as later calls do
 (or, where a call would take too long, from a roofline: a measured GEMM rate and memory
 bandwidth); explain() says which.
+
+On devices (virtual ones, or accelerators), the placement is searched first, from the
+regions' roofline times on the CPU, the virtual devices' declared speeds and each
+accelerator's times measured there one region at a time, each region's weights read
+from the checkpoint for it and let go after; then the weights stream where the
+placement puts the regions: read from disk into RAM and copied to a device on every
+call, or read once into a device where a region stays resident there.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 
@@ -23,12 +31,22 @@ from .artifact.streamed_weights import PROFILED_COSTS, stream_weights
 from .capture import InputSignature, normalize
 from .capture.weightless import capture_weightless, exported_weightless
 from .config import CompileConfig
-from .errors import InvalidArgumentError, NotFoundError, UnsupportedError
-from .hardware import resolve_budgets
+from .errors import InvalidArgumentError, NotFoundError, StorageError, UnsupportedError
+from .hardware import discover_devices, resolve_budgets
+from .hardware.accelerator import named_accelerators
+from .hardware.devices import names_accelerator
+from .hardware.virtual import check_machine
+from .objective import ObjectiveFunction
 from .observe.progress import CompileProgress
 from .partition import layer_paths, parameter_owners, partition
 from .planning import build_plan
+from .planning.costs import region_costs, roofline_seconds
+from .planning.machine import resolve_machine
+from .planning.placement import place
+from .planning.streaming import UNBOUNDED, Layout
+from .planning.weights_on_disk import WeightsOnDisk
 from .runtime import CompiledModule
+from .runtime.program_runner import ProgramRunner
 from .storage.checkpoint import open_checkpoint
 from .storage.checkpoint_weights import weights_in_checkpoint, with_checksums
 from .storage.name_matching import describe_files
@@ -68,14 +86,15 @@ def compile_from_checkpoint(
     config: CompileConfig,
     checkpoint: object,
     devices: object,
+    machine: object = None,
 ) -> CompiledModule:
     """The compiled module of `model` (or of an exported program, whose own weights are not
-    used) with its weights in `checkpoint` (see the module's docstring)."""
-    if devices not in ("auto", "cpu"):
-        raise UnsupportedError(
-            f"tt.compile: a model compiled from a checkpoint runs on the CPU only today; got devices={devices!r}"
-        )
-    budgets = resolve_budgets(config)
+    used) with its weights in `checkpoint` (see the module's docstring), on `devices` (and
+    the virtual devices `machine` declares), as tt.compile takes them."""
+    budgets = resolve_budgets(config, devices=discover_devices(accelerators=names_accelerator(devices)))
+    plan_machine = resolve_machine(devices, check_machine(machine), UNBOUNDED, named_accelerators(devices, budgets))
+    if config.activation_budget_bytes is not None and not plan_machine.is_cpu_only:
+        raise UnsupportedError("tt.compile: activations spill from CPU regions only today; use devices='cpu'")
     model_name = type(model).__qualname__
     with CompileProgress(STAGES) as progress:
         with progress.stage("checkpoint"):
@@ -95,7 +114,11 @@ def compile_from_checkpoint(
             layers = layer_paths(model) | parameter_owners(program)
             regions = partition(program, layers, config.max_region_nodes, innermost=True)
         with progress.stage("plan"):
-            plan = build_plan(regions, config, cpus=budgets.cpus.amount)
+            flat = signature.flatten(args, kwargs)
+            placement = None
+            if not plan_machine.is_cpu_only:
+                placement = place_from_checkpoint(program, regions, weights, plan_machine, flat, config, budgets)
+            plan = build_plan(regions, config, cpus=budgets.cpus.amount, placement=placement)
         with progress.stage("stream"):
             weights = with_checksums(weights, budgets.ram.amount)
             streamed = stream_weights(
@@ -106,7 +129,8 @@ def compile_from_checkpoint(
                 plan.max_concurrent,
                 verify=False,
                 budget_bytes=budgets.ram.amount,
-                example=signature.flatten(args, kwargs),
+                example=flat,
+                layout=Layout.of_placement(placement) if placement is not None else None,
             )
     log.info(
         "compiled %s from %d checkpoint file(s): %d region(s), predicted %.3f ms per call",
@@ -131,3 +155,26 @@ def compile_from_checkpoint(
         streamed=streamed,
         ram_budget_bytes=budgets.ram.amount,
     )
+
+
+def place_from_checkpoint(program, regions, weights: WeightsOnDisk, machine, flat: list, config, budgets):
+    """The placement of a checkpoint's program on `machine` (see the module's docstring)."""
+    runner = ProgramRunner(program, regions)
+    # The weights are the checkpoint's: None in the runner, read per region where profiled.
+    runner.rebind([None if slot in weights.ranges else value for slot, value in enumerate(runner.bound_values)])
+    machine = machine.profiled(runner, flat, functools.partial(read_weight, weights))
+    roofline = [roofline_seconds(region, cost) for region, cost in zip(regions, region_costs(regions))]
+    objective = ObjectiveFunction.make(config.objective, config.objective_weights, machine.slowest_link_bytes_per_s())
+    cpu_slots = config.max_concurrent_regions or budgets.cpus.amount
+    return place(runner, regions, region_costs(regions, roofline), machine, objective, budgets.cpus.amount, cpu_slots)
+
+
+def read_weight(weights: WeightsOnDisk, slot: int) -> torch.Tensor:
+    """Bound slot `slot`'s tensor, read from its file range into RAM."""
+    place = weights.ranges[slot]
+    data = bytearray(place.nbytes)
+    with open(weights.path_of(place), "rb") as file:
+        file.seek(place.offset)
+        if file.readinto(data) != place.nbytes:
+            raise StorageError(f"{weights.path_of(place)}: {place.nbytes} bytes at {place.offset} could not be read")
+    return torch.frombuffer(data, dtype=torch.uint8).view(place.dtype).reshape(place.shape)

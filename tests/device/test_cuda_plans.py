@@ -124,3 +124,19 @@ def test_transformers_on_the_direct_path_match_eager_after_warm_up(name):
         got = compiled(*args, **(kwargs or {}))
     torch.testing.assert_close(got, eager_outputs(model, args, kwargs), **TOLERANCES[torch.float32])
     assert "graph: " in compiled.explain()
+
+
+def test_a_checkpoint_over_both_ram_and_vram_budgets_streams_from_disk_to_the_gpu(tmp_path):
+    from tiny_transformers import VOCAB, logits, meta_model, saved_model
+
+    eager = saved_model("llama", tmp_path, sharded=True)
+    total = sum(t.numel() * t.element_size() for t in eager.state_dict().values())
+    config = tt.CompileConfig(ram_budget_bytes=total // 2, vram_budget_bytes=total // 2)
+    ids = torch.randint(0, VOCAB, (1, 8))
+    compiled = tt.compile(meta_model("llama"), (ids,), config=config, checkpoint=tmp_path, devices=["cuda:0"])
+    assert "cuda:0" in compiled.region_devices
+    for _ in range(2):
+        got = logits(compiled(ids))
+        torch.testing.assert_close(got, logits(eager_outputs(eager, (ids,))), **TOLERANCES[torch.float32])
+        assert compiled.last_report.bytes_read > 0
+        assert compiled.last_peak_bytes["cuda:0"] <= total // 2

@@ -116,9 +116,40 @@ def test_an_unsaved_buffer_without_a_value_is_named(tmp_path):
     torch.testing.assert_close(compiled(x), (x @ weights["linear.weight"].T + weights["linear.bias"]) * 2.0)
 
 
-def test_devices_other_than_the_cpu_are_refused(tmp_path):
+def test_a_checkpoint_streams_from_disk_through_ram_to_a_device_smaller_than_its_weights(tmp_path):
+    eager = saved_model("llama", tmp_path, sharded=True)
+    total = weight_bytes(eager)
+    device = tt.VirtualDevice("vgpu", memory_bytes=total // 2, flops=50e9, link_bandwidth=20e9)
+    ids = torch.randint(0, VOCAB, (1, 8))
+    model = meta_model("llama")
+    config = tt.CompileConfig(ram_budget_bytes=total // 2)
+    compiled = tt.compile(model, (ids,), config=config, checkpoint=tmp_path, devices=["vgpu"], machine=device)
+    assert set(compiled.region_devices) == {"vgpu"}
+    for _ in range(2):
+        torch.testing.assert_close(logits(compiled(ids)), logits(eager_outputs(eager, (ids,))))
+        records = compiled.last_report.records
+        loads = [r for r in records if r.kind == "load"]
+        to_device = [r for r in records if r.kind == "copy" and r.device == "vgpu.h2d" and "weights" in r.label]
+        assert loads and to_device and compiled.last_report.bytes_read > 0
+        assert compiled.last_peak_bytes["vgpu"] <= device.memory_bytes
+        assert compiled.last_peak_bytes["ram"] <= total // 2
+    assert all(p.is_meta for p in model.parameters())
+
+
+def test_an_accelerator_is_profiled_from_the_checkpoint_one_region_at_a_time(tmp_path, plugins_from):
+    plugins_from("good")  # example:0, a third party's device in host memory
+    eager = saved_model("gpt2", tmp_path, sharded=False)
+    ids = torch.randint(0, VOCAB, (1, 8))
+    compiled = tt.compile(meta_model("gpt2"), (ids,), checkpoint=tmp_path, devices=["example:0"])
+    (device,) = compiled._plan.placement.machine.devices
+    assert len(device.spec.region_seconds) == compiled.region_count and all(s > 0 for s in device.spec.region_seconds)
+    for _ in range(2):
+        torch.testing.assert_close(logits(compiled(ids)), logits(eager_outputs(eager, (ids,))))
+
+
+def test_an_unknown_device_is_named(tmp_path):
     saved_model("gpt2", tmp_path, sharded=False)
-    with pytest.raises(tt.UnsupportedError, match="CPU only"):
+    with pytest.raises(tt.InvalidArgumentError, match=r"unknown device 'gpu0'; known: 'cpu'"):
         tt.compile(meta_model("gpt2"), (torch.zeros(1, 4, dtype=torch.long),), checkpoint=tmp_path, devices=["gpu0"])
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -129,16 +129,25 @@ def with_peer_links(found: dict[str, Accelerator]) -> dict[str, Accelerator]:
     return {name: replace(device, peers=tuple(sorted(peers[name]))) for name, device in found.items()}
 
 
-def profiled(device: Accelerator, runner, flat_inputs: Sequence[Any]) -> Accelerator:
+def profiled(
+    device: Accelerator, runner, flat_inputs: Sequence[Any], load: Callable[[int], torch.Tensor] | None = None
+) -> Accelerator:
     """`device` with each region's time measured on it: one region at a time (its inputs
     and weights copied there, run twice, the faster taken), so a model larger than the
-    device still profiles; the values come from running each region on the CPU."""
+    device still profiles; the values come from running each region on the CPU. `load`
+    gives the weight of a bound slot whose value the runner does not hold (None: a
+    weight read from a checkpoint), read for its region and let go after it, so RAM
+    never holds more than one region's weights."""
     backend, index = device.backend, device.index
     where = backend.torch_device(index)
     call = runner.new_call(list(flat_inputs))
     seconds = []
     with torch.no_grad():
         for region, kernel in enumerate(runner.kernels):
+            bound = [s for s in kernel.in_slots if s < runner.bound_count]
+            loaded = [s for s in bound if call.env[s] is None] if load is not None else []
+            for slot in loaded:
+                call.env[slot] = load(slot)
             inputs = [_there(backend, index, call.env[slot]) for slot in kernel.in_slots]
             forward = on_device(kernel.module, where).forward
             best = math.inf
@@ -150,6 +159,8 @@ def profiled(device: Accelerator, runner, flat_inputs: Sequence[Any]) -> Acceler
             seconds.append(best)
             del inputs
             call.run_region(region)
+            for slot in loaded:
+                call.env[slot] = None
     return replace(device, region_seconds=tuple(seconds))
 
 

@@ -69,10 +69,11 @@ class PlanMachine:
     def is_cpu_only(self) -> bool:
         return all(d.spec is None for d in self.devices)
 
-    def profiled(self, runner, flat_inputs) -> PlanMachine:
-        """The machine with each region's time measured on its real accelerators."""
+    def profiled(self, runner, flat_inputs, load=None) -> PlanMachine:
+        """The machine with each region's time measured on its real accelerators (`load`:
+        see hardware/accelerator.profiled)."""
         devices = tuple(
-            replace(d, spec=profiled(d.spec, runner, flat_inputs)) if isinstance(d.spec, Accelerator) else d
+            replace(d, spec=profiled(d.spec, runner, flat_inputs, load)) if isinstance(d.spec, Accelerator) else d
             for d in self.devices
         )
         return replace(self, devices=devices)
