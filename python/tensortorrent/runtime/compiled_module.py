@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
+import torch.utils._pytree as pytree
 from torch import nn
 
 from .. import _core
@@ -247,6 +248,23 @@ class CompiledModule(nn.Module):
     @property
     def uses_direct_path(self) -> bool:
         return self._plan.direct and not self._streams
+
+    @property
+    def input_signature(self) -> InputSignature:
+        """What a call must pass: the structure, shapes and dtypes compiled for."""
+        return self._signature
+
+    def output_leaves(self) -> list[tuple[str, tuple[torch.dtype, tuple[int, ...]] | None]]:
+        """Each flat output's path in the output structure (as pytree names it, such as
+        "[0]" or ".logits") and its (dtype, shape), or None where it is not one tensor of
+        static shape (a constant, say)."""
+        runner = self._runner
+        positions = pytree.tree_unflatten(list(range(len(runner.outputs))), runner.out_spec)
+        paths = [pytree.keystr(path) for path, _ in pytree.tree_flatten_with_path(positions)[0]]
+        return [
+            (path, runner.slot_meta[slot] if slot is not None else None)
+            for path, (slot, _) in zip(paths, runner.outputs)
+        ]
 
     @property
     def region_count(self) -> int:

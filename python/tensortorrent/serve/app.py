@@ -1,0 +1,219 @@
+"""The HTTP application: the KServe v2 routes over compiled modules, with bearer-token auth,
+body limits, deadlines, client disconnects and Prometheus metrics.
+
+Routes: GET /v2, /v2/health/live, /v2/health/ready, /v2/models/{name},
+/v2/models/{name}/ready, /metrics, and POST /v2/models/{name}/infer (JSON tensors). With
+an API key, every route but the live and ready probes needs `Authorization: Bearer KEY`
+(compared in constant time). Errors are JSON `{"error": "..."}` with their status.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi import Depends, FastAPI, Request
+from fastapi.responses import JSONResponse, Response
+
+from ..runtime.compiled_module import CompiledModule
+from ..version import __version__
+from .batcher import Batcher, Pending
+from .metrics import ServeMetrics
+from .protocol import RequestError, decode_inputs, encode_output
+from .served_model import ServedModel
+
+PUBLIC = ("/v2/health/live", "/v2/health/ready")  # the probes: no token needed
+DISCONNECT_POLL_S = 0.05
+
+
+@dataclass(frozen=True)
+class ServeSettings:
+    """max_queue_size: requests waiting per model before 503. max_queue_delay_us: how long
+    a batch waits for more requests. timeout_s: a request's deadline unless it asks for
+    another (request parameter "timeout", in microseconds, as Triton's clients send it),
+    capped at max_timeout_s. max_body_bytes: larger bodies get 413. api_key: the bearer
+    token every route but the probes needs (None: none needed)."""
+
+    max_queue_size: int = 64
+    max_queue_delay_us: int = 0
+    timeout_s: float = 30.0
+    max_timeout_s: float = 300.0
+    max_body_bytes: int = 64 << 20
+    api_key: str | None = None
+    drain_timeout_s: float = 30.0
+
+
+class Server:
+    """The served models, their batchers and metrics; `app` is the ASGI application."""
+
+    def __init__(self, models: dict[str, CompiledModule], settings: ServeSettings) -> None:
+        self.settings = settings
+        self.metrics = ServeMetrics()
+        self.models = {name: ServedModel.of(name, compiled) for name, compiled in models.items()}
+        delay = settings.max_queue_delay_us / 1e6
+        self.batchers = {
+            name: Batcher(model, settings.max_queue_size, delay, self.metrics) for name, model in self.models.items()
+        }
+        self.ready = True
+        self.app = self._build()
+
+    def close(self) -> None:
+        """Ready turns false; queued and running requests finish within the drain timeout."""
+        self.ready = False
+        for batcher in self.batchers.values():
+            batcher.close(self.settings.drain_timeout_s)
+
+    def _build(self) -> FastAPI:
+        # A dependency, not a middleware: an HTTP middleware would hide client disconnects from the routes.
+        app = FastAPI(
+            title="TensorTorrent",
+            version=__version__,
+            docs_url=None,
+            redoc_url=None,
+            openapi_url=None,
+            dependencies=[Depends(self._authorize)],
+        )
+        app.add_exception_handler(RequestError, lambda request, error: _error(error))
+
+        @app.get("/v2")
+        async def server_metadata():
+            return {"name": "tensortorrent", "version": __version__, "extensions": []}
+
+        @app.get("/v2/health/live")
+        async def live():
+            return Response(status_code=200)
+
+        @app.get("/v2/health/ready")
+        async def ready():
+            return Response(status_code=200 if self.ready else 503)
+
+        @app.get("/v2/models/{name}")
+        async def model_metadata(name: str):
+            try:
+                return self._model(name).metadata()
+            except RequestError as error:
+                return _error(error)
+
+        @app.get("/v2/models/{name}/ready")
+        async def model_ready(name: str):
+            try:
+                self._model(name)
+            except RequestError as error:
+                return _error(error)
+            return Response(status_code=200 if self.ready else 503)
+
+        @app.get("/metrics")
+        async def metrics():
+            return Response(self.metrics.text(), media_type="text/plain; version=0.0.4")
+
+        @app.post("/v2/models/{name}/infer")
+        async def infer(name: str, request: Request):
+            return await self._infer(name, request)
+
+        return app
+
+    def _authorize(self, request: Request) -> None:
+        key = self.settings.api_key
+        if key is None or request.url.path in PUBLIC:
+            return
+        scheme, _, token = request.headers.get("authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(token.encode(), key.encode()):
+            raise RequestError(401, "a bearer token is required")
+
+    def _model(self, name: str) -> ServedModel:
+        if name not in self.models:
+            raise RequestError(404, f"unknown model {name!r}; served: {sorted(self.models)}")
+        return self.models[name]
+
+    async def _infer(self, name: str, request: Request) -> Response:
+        arrived = time.monotonic()
+        label = name if name in self.models else "unknown"
+        self.metrics.in_flight.labels(label).inc()
+        try:
+            response = await self._answer(name, request, arrived)
+        except RequestError as error:
+            headers = {"Retry-After": "1"} if error.status == 503 else None
+            response = _error(error, headers)
+        finally:
+            self.metrics.in_flight.labels(label).dec()
+        self.metrics.requests.labels(label, str(response.status_code)).inc()
+        self.metrics.request_seconds.labels(label).observe(time.monotonic() - arrived)
+        return response
+
+    async def _answer(self, name: str, request: Request, arrived: float) -> Response:
+        model = self._model(name)
+        body = await _body(request, self.settings.max_body_bytes)
+        try:
+            payload = json.loads(body)
+        except (json.JSONDecodeError, UnicodeDecodeError) as error:
+            raise RequestError(400, f"the body is not JSON: {error}") from None
+        tensors, rows = decode_inputs(payload, list(model.inputs), model.batch_size)
+        timeout = self._timeout_s(payload)
+        pending = Pending(tensors, rows, deadline=arrived + timeout)
+        batcher = self.batchers[name]
+        batcher.submit(pending)
+        answer = await self._wait(batcher, pending, request, arrived + timeout - time.monotonic())
+        outputs = [encode_output(spec.name, answer[spec.name]) for spec in model.outputs]
+        reply: dict[str, Any] = {"model_name": name, "model_version": "1", "outputs": outputs}
+        if isinstance(payload.get("id"), str):
+            reply["id"] = payload["id"]
+        return JSONResponse(reply)
+
+    async def _wait(self, batcher: Batcher, pending: Pending, request: Request, timeout: float) -> dict:
+        """The request's outputs; gives it up (504, or the client gone) as its batcher is told."""
+        result = asyncio.wrap_future(pending.future)
+        watch = asyncio.ensure_future(_disconnected(request))
+        try:
+            done, _ = await asyncio.wait(
+                {result, watch}, timeout=max(timeout, 0.0), return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            watch.cancel()
+        if result in done:
+            return result.result()
+        if watch in done:
+            batcher.abandon(pending, "disconnected", RequestError(499, "the client went away"))
+            raise RequestError(499, "the client went away")
+        batcher.abandon(pending, "timeout", RequestError(504, "the request's deadline passed"))
+        return await result  # the deadline's 504, unless its answer came first
+
+    def _timeout_s(self, payload: dict) -> float:
+        parameters = payload.get("parameters") or {}
+        if not isinstance(parameters, dict):
+            raise RequestError(400, f'"parameters" must be an object, got {type(parameters).__name__}')
+        asked = parameters.get("timeout")
+        if asked is None:
+            return min(self.settings.timeout_s, self.settings.max_timeout_s)
+        if isinstance(asked, bool) or not isinstance(asked, int) or asked <= 0:
+            raise RequestError(400, f'parameter "timeout": expected microseconds as an integer > 0, got {asked!r}')
+        return min(asked / 1e6, self.settings.max_timeout_s)
+
+
+async def _body(request: Request, limit: int) -> bytes:
+    """The request body, or RequestError(413) as soon as it is known to exceed `limit`."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise RequestError(413, f"the body has {declared} bytes; the limit is {limit}")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise RequestError(413, f"the body exceeds the limit of {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+async def _disconnected(request: Request) -> None:
+    """Returns once the client has gone away."""
+    while not await request.is_disconnected():
+        await asyncio.sleep(DISCONNECT_POLL_S)
+
+
+def _error(error: RequestError, headers: dict[str, str] | None = None) -> JSONResponse:
+    if error.status == 401:
+        headers = {"WWW-Authenticate": "Bearer", **(headers or {})}
+    return JSONResponse({"error": str(error)}, status_code=error.status, headers=headers)
