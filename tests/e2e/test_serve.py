@@ -146,7 +146,7 @@ def test_the_routes_describe_the_server_and_the_model(mlp):
     assert metadata["outputs"] == [{"name": "output_0", "datatype": "FP32", "shape": [-1, 3]}]
 
 
-def test_tritons_own_client_calls_it(mlp):
+def test_tritons_own_client_calls_it_with_json_and_with_binary_tensors(mlp):
     httpclient = pytest.importorskip("tritonclient.http")
     model, compiled = mlp
     x = torch.randn(3, WIDTH)
@@ -154,11 +154,48 @@ def test_tritons_own_client_calls_it(mlp):
         client = httpclient.InferenceServerClient(url=url.removeprefix("http://"))
         assert client.is_server_live() and client.is_model_ready("mlp")
         assert client.get_model_metadata("mlp")["inputs"][0]["name"] == "input_0"
+        results = []
+        for binary in (False, True):  # binary: the client's default, raw bytes both ways
+            given = httpclient.InferInput("input_0", list(x.shape), "FP32")
+            given.set_data_from_numpy(x.numpy(), binary_data=binary)
+            asked = [httpclient.InferRequestedOutput("output_0", binary_data=binary)]
+            results.append(client.infer("mlp", [given], outputs=asked))
         given = httpclient.InferInput("input_0", list(x.shape), "FP32")
-        given.set_data_from_numpy(x.numpy(), binary_data=False)
-        result = client.infer("mlp", [given], outputs=[httpclient.InferRequestedOutput("output_0", binary_data=False)])
+        given.set_data_from_numpy(x.numpy())
+        results.append(client.infer("mlp", [given]))  # no outputs named: all of them, in binary
         client.close()
-    torch.testing.assert_close(torch.from_numpy(result.as_numpy("output_0")), eager_outputs(model, (x,)))
+    for result in results:
+        torch.testing.assert_close(torch.tensor(result.as_numpy("output_0")), eager_outputs(model, (x,)))
+
+
+def test_binary_tensors_carry_bf16_and_bool_as_raw_bytes():
+    x = torch.randn(2, 3).to(torch.bfloat16)
+    compiled = tt.compile(Twice(), (x,))
+    raw = x.view(torch.uint8).numpy().tobytes()
+    header = {
+        "inputs": [
+            {"name": "input_0", "shape": [2, 3], "datatype": "BF16", "parameters": {"binary_data_size": len(raw)}}
+        ],
+        "outputs": [{"name": "output_0", "parameters": {"binary_data": True}}],
+    }
+    head = json.dumps(header).encode()
+    with serving({"twice": compiled}) as (url, _, _):
+        request = urllib.request.Request(
+            f"{url}/v2/models/twice/infer", data=head + raw, headers={"Inference-Header-Content-Length": str(len(head))}
+        )
+        with urllib.request.urlopen(request, timeout=60) as response:
+            length = int(response.headers["Inference-Header-Content-Length"])
+            body = response.read()
+        short = dict(header, inputs=[dict(header["inputs"][0], parameters={"binary_data_size": 4})])
+        head = json.dumps(short).encode()
+        status, _, reply = call(
+            f"{url}/v2/models/twice/infer", raw=head + raw, headers={"Inference-Header-Content-Length": str(len(head))}
+        )
+    (output,) = json.loads(body[:length])["outputs"]
+    assert output["datatype"] == "BF16" and output["parameters"]["binary_data_size"] == len(raw)
+    got = torch.frombuffer(bytearray(body[length:]), dtype=torch.uint8).view(torch.bfloat16).reshape(2, 3)
+    torch.testing.assert_close(got, x + x)
+    assert status == 400 and "takes 12 bytes; binary_data_size is 4" in reply["error"]
 
 
 def test_concurrent_requests_are_batched_and_each_gets_its_own_rows(hooks):

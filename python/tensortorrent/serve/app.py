@@ -2,7 +2,8 @@
 body limits, deadlines, client disconnects and Prometheus metrics.
 
 Routes: GET /v2, /v2/health/live, /v2/health/ready, /v2/models/{name},
-/v2/models/{name}/ready, /metrics, and POST /v2/models/{name}/infer (JSON tensors). With
+/v2/models/{name}/ready, /metrics, and POST /v2/models/{name}/infer (JSON tensors, or a
+JSON header and raw tensor bytes: the binary tensor extension). With
 an API key, every route but the live and ready probes needs `Authorization: Bearer KEY`
 (compared in constant time). Errors are JSON `{"error": "..."}` with their status.
 """
@@ -23,10 +24,11 @@ from ..runtime.compiled_module import CompiledModule
 from ..version import __version__
 from .batcher import Batcher, Pending
 from .metrics import ServeMetrics
-from .protocol import RequestError, decode_inputs, encode_output
+from .protocol import RequestError, binary_outputs, decode_inputs, encode_output
 from .served_model import ServedModel
 
 PUBLIC = ("/v2/health/live", "/v2/health/ready")  # the probes: no token needed
+HEADER_LENGTH = "Inference-Header-Content-Length"  # the binary tensor extension's JSON size
 DISCONNECT_POLL_S = 0.05
 
 
@@ -81,7 +83,7 @@ class Server:
 
         @app.get("/v2")
         async def server_metadata():
-            return {"name": "tensortorrent", "version": __version__, "extensions": []}
+            return {"name": "tensortorrent", "version": __version__, "extensions": ["binary_tensor_data"]}
 
         @app.get("/v2/health/live")
         async def live():
@@ -147,21 +149,27 @@ class Server:
     async def _answer(self, name: str, request: Request, arrived: float) -> Response:
         model = self._model(name)
         body = await _body(request, self.settings.max_body_bytes)
+        header, binary = _split_body(body, request.headers.get(HEADER_LENGTH))
         try:
-            payload = json.loads(body)
+            payload = json.loads(header)
         except (json.JSONDecodeError, UnicodeDecodeError) as error:
             raise RequestError(400, f"the body is not JSON: {error}") from None
-        tensors, rows = decode_inputs(payload, list(model.inputs), model.batch_size)
+        tensors, rows = decode_inputs(payload, list(model.inputs), model.batch_size, binary)
+        wanted = binary_outputs(payload, [spec.name for spec in model.outputs])
         timeout = self._timeout_s(payload)
         pending = Pending(tensors, rows, deadline=arrived + timeout)
         batcher = self.batchers[name]
         batcher.submit(pending)
         answer = await self._wait(batcher, pending, request, arrived + timeout - time.monotonic())
-        outputs = [encode_output(spec.name, answer[spec.name]) for spec in model.outputs]
-        reply: dict[str, Any] = {"model_name": name, "model_version": "1", "outputs": outputs}
+        encoded = [encode_output(name_, answer[name_], raw) for name_, raw in wanted.items()]
+        reply: dict[str, Any] = {"model_name": name, "model_version": "1", "outputs": [e for e, _ in encoded]}
         if isinstance(payload.get("id"), str):
             reply["id"] = payload["id"]
-        return JSONResponse(reply)
+        if not any(wanted.values()):
+            return JSONResponse(reply)
+        head = json.dumps(reply).encode()
+        content = head + b"".join(raw for _, raw in encoded)
+        return Response(content, media_type="application/octet-stream", headers={HEADER_LENGTH: str(len(head))})
 
     async def _wait(self, batcher: Batcher, pending: Pending, request: Request, timeout: float) -> dict:
         """The request's outputs; gives it up (504, or the client gone) as its batcher is told."""
@@ -191,6 +199,17 @@ class Server:
         if isinstance(asked, bool) or not isinstance(asked, int) or asked <= 0:
             raise RequestError(400, f'parameter "timeout": expected microseconds as an integer > 0, got {asked!r}')
         return min(asked / 1e6, self.settings.max_timeout_s)
+
+
+def _split_body(body: bytes, header_length: str | None) -> tuple[bytes, bytes]:
+    """The JSON header and the binary data after it (the binary tensor extension)."""
+    if header_length is None:
+        return body, b""
+    if not header_length.isdigit() or int(header_length) > len(body):
+        raise RequestError(
+            400, f"{HEADER_LENGTH}: expected at most the body's {len(body)} bytes, got {header_length!r}"
+        )
+    return body[: int(header_length)], body[int(header_length) :]
 
 
 async def _body(request: Request, limit: int) -> bytes:

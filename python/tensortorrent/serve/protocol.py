@@ -1,5 +1,8 @@
-"""The KServe v2 inference protocol's JSON tensors: names, datatypes, decoding a request's
-inputs (checked against what the model was compiled for) and encoding outputs."""
+"""The KServe v2 inference protocol's tensors: names, datatypes, decoding a request's
+inputs (checked against what the model was compiled for) and encoding outputs, as JSON
+values or, with the binary tensor extension, as raw little-endian bytes after the JSON
+header (an input's `parameters.binary_data_size`; outputs asked for with
+`parameters.binary_data_output` or an output's `parameters.binary_data`)."""
 
 from __future__ import annotations
 
@@ -59,13 +62,18 @@ def leaf_name(path: str, prefix: str) -> str:
     return name
 
 
-def decode_inputs(body: object, specs: list[TensorSpec], batch_size: int | None) -> tuple[dict[str, torch.Tensor], int]:
+def decode_inputs(
+    body: object, specs: list[TensorSpec], batch_size: int | None, binary: bytes = b""
+) -> tuple[dict[str, torch.Tensor], int]:
     """The tensors of a request body's "inputs", by name, and the rows it carries (its batch
-    count; 1 for a model without a batch dimension). RequestError(400) names what is wrong."""
+    count; 1 for a model without a batch dimension); `binary`: the bytes after the JSON
+    header, which inputs with a binary_data_size take in order. RequestError(400) names
+    what is wrong."""
     if not isinstance(body, dict) or not isinstance(body.get("inputs"), list):
         raise RequestError(400, 'expected a JSON object with an "inputs" list')
     by_name = {spec.name: spec for spec in specs}
     tensors: dict[str, torch.Tensor] = {}
+    offset = 0
     for item in body["inputs"]:
         if not isinstance(item, dict) or not isinstance(item.get("name"), str):
             raise RequestError(400, 'each input must be an object with a "name"')
@@ -74,7 +82,9 @@ def decode_inputs(body: object, specs: list[TensorSpec], batch_size: int | None)
             raise RequestError(400, f"unknown input {name!r}; the model's inputs are {sorted(by_name)}")
         if name in tensors:
             raise RequestError(400, f"input {name!r} given twice")
-        tensors[name] = _decode(item, by_name[name], batch_size)
+        tensors[name], offset = _decode(item, by_name[name], batch_size, binary, offset)
+    if offset != len(binary):
+        raise RequestError(400, f"{len(binary) - offset} bytes of binary data after the inputs' own")
     missing = sorted(set(by_name) - set(tensors))
     if missing:
         raise RequestError(400, f"missing inputs {missing}")
@@ -84,7 +94,10 @@ def decode_inputs(body: object, specs: list[TensorSpec], batch_size: int | None)
     return tensors, rows.pop()
 
 
-def _decode(item: dict, spec: TensorSpec, batch_size: int | None) -> torch.Tensor:
+def _decode(
+    item: dict, spec: TensorSpec, batch_size: int | None, binary: bytes, offset: int
+) -> tuple[torch.Tensor, int]:
+    """The input's tensor, and where the next input's binary data starts."""
     where = f"input {spec.name!r}"
     if item.get("datatype") != spec.datatype:
         raise RequestError(400, f"{where}: expected datatype {spec.datatype}, got {item.get('datatype')!r}")
@@ -95,11 +108,23 @@ def _decode(item: dict, spec: TensorSpec, batch_size: int | None) -> torch.Tenso
         raise RequestError(400, f"{where}: expected shape {list(spec.shape)}, got {shape}")
     if batch_size is not None and not 1 <= shape[0] <= batch_size:
         raise RequestError(400, f"{where}: expected 1 to {batch_size} rows, got {shape[0]}")
+    dtype = DATATYPES[spec.datatype]
+    size = (item.get("parameters") or {}).get("binary_data_size")
+    if size is not None:
+        expected = math.prod(shape) * dtype.itemsize
+        if size != expected or offset + size > len(binary):
+            raise RequestError(
+                400,
+                f"{where}: shape {shape} of {spec.datatype} takes {expected} bytes; binary_data_size is "
+                f"{size!r} with {len(binary) - offset} bytes left",
+            )
+        raw = bytearray(binary[offset : offset + size])
+        return torch.frombuffer(raw, dtype=torch.uint8).view(dtype).reshape(shape), offset + size
     data = _flat(item.get("data"), where)
     if len(data) != math.prod(shape):
         raise RequestError(400, f"{where}: shape {shape} holds {math.prod(shape)} values, got {len(data)}")
     try:
-        return torch.tensor(data, dtype=DATATYPES[spec.datatype]).reshape(shape)
+        return torch.tensor(data, dtype=dtype).reshape(shape), offset
     except (TypeError, ValueError, RuntimeError, OverflowError) as error:
         raise RequestError(400, f"{where}: data is not {spec.datatype}: {error}") from None
 
@@ -121,13 +146,30 @@ def _flat(data: object, where: str) -> list:
     return flat
 
 
-def encode_output(name: str, tensor: torch.Tensor) -> dict[str, Any]:
-    values = tensor.detach().cpu()
+def binary_outputs(body: dict, names: list[str]) -> dict[str, bool]:
+    """The outputs a request asks for (all, when it names none), each with whether it
+    wants raw bytes. RequestError(400) for an output the model does not have."""
+    default = bool((body.get("parameters") or {}).get("binary_data_output", False))
+    asked = body.get("outputs")
+    if asked is None:
+        return {name: default for name in names}
+    if not isinstance(asked, list) or not all(isinstance(o, dict) and isinstance(o.get("name"), str) for o in asked):
+        raise RequestError(400, '"outputs" must be a list of objects with a "name"')
+    unknown = sorted({o["name"] for o in asked} - set(names))
+    if unknown:
+        raise RequestError(400, f"unknown outputs {unknown}; the model's outputs are {names}")
+    return {o["name"]: bool((o.get("parameters") or {}).get("binary_data", default)) for o in asked}
+
+
+def encode_output(name: str, tensor: torch.Tensor, binary: bool = False) -> tuple[dict[str, Any], bytes]:
+    """The output's JSON entry, and its raw bytes where `binary` (else b"")."""
+    values = tensor.detach().cpu().contiguous()
+    entry: dict[str, Any] = {"name": name, "datatype": DATATYPE_OF[tensor.dtype], "shape": list(tensor.shape)}
+    if binary:
+        raw = values.reshape(-1).view(torch.uint8).numpy().tobytes()
+        entry["parameters"] = {"binary_data_size": len(raw)}
+        return entry, raw
     if values.dtype in (torch.float16, torch.bfloat16):
         values = values.float()  # JSON numbers; the datatype says what they were
-    return {
-        "name": name,
-        "datatype": DATATYPE_OF[tensor.dtype],
-        "shape": list(tensor.shape),
-        "data": values.flatten().tolist(),
-    }
+    entry["data"] = values.flatten().tolist()
+    return entry, b""
