@@ -314,6 +314,23 @@ def test_bad_requests_are_named_and_disturb_nothing(mlp, tmp_path):
         assert call(infer, infer_body(x), auth)[0] == 200
 
 
+def test_a_model_streaming_its_weights_from_disk_under_a_ram_budget_serves_like_eager(tmp_path):
+    from e2e.test_virtual_devices import BATCH, LAYER_BYTES, Stack
+
+    torch.manual_seed(0)
+    model = Stack().eval()
+    config = tt.CompileConfig(ram_budget_bytes=3 * LAYER_BYTES, spill_dir=str(tmp_path))
+    compiled = tt.compile(model, (torch.randn(BATCH, 256),), config=config)
+    assert compiled._plane.streams
+    x = torch.randn(BATCH, 256)
+    with serving({"stack": compiled}) as (url, _, _):
+        status, _, reply = call(f"{url}/v2/models/stack/infer", infer_body(x))
+        metrics = call(f"{url}/metrics")[2]
+    assert status == 200
+    torch.testing.assert_close(output_of(reply), eager_outputs(model, (x,)))
+    assert 0 < metric(metrics, "tt_tier_bytes", model="stack", tier="ram") <= 3 * LAYER_BYTES
+
+
 def test_sigterm_turns_readiness_off_and_lets_the_running_request_finish(hooks):
     model, compiled = slow_chain(hooks, batch=1, seconds=0.3)
     x = torch.randn(1, WIDTH)

@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import pytest
 
+import tensortorrent as tt
 from tensortorrent.cli.main import main
 
 
 @pytest.mark.parametrize(
     "argv, message",
     [
-        ([], "expected at least one --model NAME=DIR"),
+        ([], "expected at least one --model NAME=DIR (or a [models] table in --config)"),
         (["--model", "nodir"], "--model: expected NAME=DIR, got 'nodir'"),
         (["--model", "a=x", "--model", "a=y"], "'a' named twice"),
-        (["--model", "a=x", "--max-queue-size", "0"], "--max-queue-size: expected an integer >= 1"),
-        (["--model", "a=x", "--timeout-s", "500"], "expected 0 < --timeout-s <= --max-timeout-s, got 500.0 and 300.0"),
+        (["--model", "a=x", "--max-queue-size", "0"], "max_queue_size: expected an integer >= 1, got 0"),
+        (["--model", "a=x", "--timeout-s", "500"], "expected 0 < timeout_s <= max_timeout_s, got 500.0 and 300.0"),
     ],
 )
 def test_bad_command_lines_are_named(argv, message, capsys):
@@ -27,6 +28,41 @@ def test_an_empty_token_file_is_refused(tmp_path, capsys):
     empty.write_text("\n")
     assert main(["serve", "--model", "a=x", "--api-key-file", str(empty)]) == 2
     assert "the file holds no token" in capsys.readouterr().err
+
+
+def write(tmp_path, text: str) -> str:
+    path = tmp_path / "serve.toml"
+    path.write_text(text)
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("port = 'eighty'", "port: expected int, got str ('eighty')"),
+        ("portt = 80", "unknown settings ['portt']"),
+        ("timeout_s = true", "timeout_s: expected float, got bool"),
+        ("[models]\na = 1", '[models]: expected NAME = "DIR" entries'),
+        ("port = ", "not TOML"),
+    ],
+)
+def test_a_bad_config_file_is_named(tmp_path, capsys, text, message):
+    assert main(["serve", "--config", write(tmp_path, text)]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_flags_override_the_file_which_overrides_the_defaults(tmp_path):
+    from tensortorrent.cli.main import build_parser
+    from tensortorrent.cli.serve import resolved
+
+    config = write(tmp_path, 'port = 9000\ntimeout_s = 5\n[models]\nmlp = "/models/mlp"\n')
+    args = build_parser().parse_args(["serve", "--config", config, "--port", "9100", "--model", "b=/b"])
+    models, settings = resolved(args)
+    assert models == {"mlp": "/models/mlp", "b": "/b"}
+    assert (settings["port"], settings["timeout_s"], settings["max_queue_size"]) == (9100, 5.0, 64)
+    twice = build_parser().parse_args(["serve", "--config", config, "--model", "mlp=/other"])
+    with pytest.raises(tt.InvalidArgumentError, match="'mlp' is named by --model and in"):
+        resolved(twice)
 
 
 def test_a_missing_artifact_is_named(tmp_path, capsys):
