@@ -10,10 +10,12 @@ CPP_SOURCES := $(shell find cpp -name '*.h' -o -name '*.cc') CMakeLists.txt pypr
 all: $(VENV)/.built
 
 # Debian packages the C++ build needs: GoogleTest, and Python's headers where the
-# interpreter came without them (Debian's own python3). Installed once, as root.
+# interpreter came without them (Debian's own python3); and hey, the HTTP load generator
+# of the serve benchmark (and its smoke test). Installed once, as root.
 system-deps:
 	@missing=""; \
 	[ -f /usr/include/gtest/gtest.h ] || missing="$$missing libgtest-dev"; \
+	command -v hey >/dev/null || missing="$$missing hey"; \
 	$(PYTHON) -c 'import os, sys, sysconfig; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' \
 		|| missing="$$missing python3-dev"; \
 	if [ -n "$$missing" ]; then \
@@ -97,6 +99,7 @@ bench: $(VENV)/.built
 	$(PY) bench/artifact_load.py
 	$(PY) bench/planner.py
 	$(PY) bench/streaming.py
+	$(PY) bench/serve_load.py
 
 clean:
 	rm -rf build $(VENV)

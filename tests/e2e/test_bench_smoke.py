@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -93,3 +96,12 @@ def test_gpu_suite_quick_run_on_the_cpu(tmp_path):
     beyond = results["beyond_vram"]
     assert "failed" not in beyond, beyond.get("failed")
     assert beyond["tensortorrent_agreement"]["argmax_agreement"] == 1.0 and "accelerate" in beyond
+
+
+@pytest.mark.skipif(shutil.which("hey") is None, reason="the load generator hey is not installed (apt-get install hey)")
+def test_serve_load_benchmark_quick_run(tmp_path):
+    results = run_quick("serve_load.py", tmp_path / "serve.json")
+    assert results["quick"] and results["server"]["exit_code"] == 0
+    assert [run["workers"] for run in results["closed_loop"]] == [1, 4, 16, 64]
+    assert all(run["errors_other_than_503"] == 0 and run["p50_ms"] > 0 for run in results["closed_loop"])
+    assert [run["fraction"] for run in results["open_loop"]] == [0.5, 1.0, 1.5]
