@@ -114,13 +114,16 @@ def soak(url: str, payload: Path, pid: int, rate: float, seconds: float, every_s
     workers = 16
     command = ["hey", "-z", f"{seconds}s", "-c", str(workers), "-q", f"{rate / workers:.3f}", "-m", "POST"]
     command += ["-T", "application/json", "-D", str(payload), "-o", "csv", url]
-    load = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    samples, start = [], time.monotonic()
-    while load.poll() is None:
-        rss, files = process_figures(pid)
-        samples.append({"t_s": round(time.monotonic() - start, 1), "rss_bytes": rss, "open_files": files})
-        time.sleep(every_s)
-    rows = list(csv.DictReader(io.StringIO(load.stdout.read())))
+    # hey writes its CSV when it is done, more than a pipe holds: into a file, not a pipe.
+    with tempfile.TemporaryFile("w+") as output:
+        load = subprocess.Popen(command, stdout=output, stderr=subprocess.DEVNULL, text=True)
+        samples, start = [], time.monotonic()
+        while load.poll() is None:
+            rss, files = process_figures(pid)
+            samples.append({"t_s": round(time.monotonic() - start, 1), "rss_bytes": rss, "open_files": files})
+            time.sleep(every_s)
+        output.seek(0)
+        rows = list(csv.DictReader(output))
     codes: dict[str, int] = {}
     for r in rows:
         codes[r["status-code"]] = codes.get(r["status-code"], 0) + 1
@@ -166,7 +169,7 @@ def main() -> int:
         return 2
     started = datetime.now(timezone.utc)
     seconds = 2.0 if args.quick else 10.0
-    soak_s = 0.0 if args.quick else 600.0
+    soak_s, every_s = (4.0, 1.0) if args.quick else (600.0, 10.0)
     net = model()
     compiled = tt.compile(net, (torch.randn(BATCH, WIDTH),))
     with tempfile.TemporaryDirectory(prefix="tt-serve-load-") as folder:
@@ -184,7 +187,7 @@ def main() -> int:
                 dict(hey(url, payload, OPEN_WORKERS, seconds, rate_per_worker=f * capacity / OPEN_WORKERS), fraction=f)
                 for f in (0.5, 1.0, 1.5)
             ]
-            soaked = soak(url, payload, server.pid, 0.8 * capacity, soak_s, 10.0) if soak_s else None
+            soaked = soak(url, payload, server.pid, 0.8 * capacity, soak_s, every_s)
         finally:
             server.send_signal(signal.SIGTERM)
             exit_code = server.wait(timeout=60)
@@ -210,11 +213,10 @@ def main() -> int:
         print(f"closed c={run['workers']:>3}: {line(run)}")
     for run in open_loop:
         print(f"open {run['fraction']}x: {line(run)}")
-    if soaked:
-        print(
-            f"soak: RSS {soaked['rss_first_bytes'] >> 20} -> {soaked['rss_last_bytes'] >> 20} MiB, "
-            f"open files {soaked['open_files_first']} -> {soaked['open_files_last']}, {soaked['codes']}"
-        )
+    print(
+        f"soak: RSS {soaked['rss_first_bytes'] >> 20} -> {soaked['rss_last_bytes'] >> 20} MiB, "
+        f"open files {soaked['open_files_first']} -> {soaked['open_files_last']}, {soaked['codes']}"
+    )
     return 0
 
 

@@ -248,6 +248,23 @@ def test_a_request_whose_deadline_passes_in_the_queue_gets_504_and_never_runs(ho
     assert hooks.calls == [0, 1], "the late request's regions never ran"
 
 
+def test_a_request_whose_deadline_passes_while_it_runs_is_cancelled_at_an_instruction_boundary(hooks):
+    _, compiled = slow_chain(hooks, batch=1, seconds=0.3)
+    with serving({"chain": compiled}) as (url, _, _):
+        late = infer_body(torch.randn(1, WIDTH))
+        late["parameters"] = {"timeout": 150_000}  # its first region alone takes longer
+        status, _, reply = call(f"{url}/v2/models/chain/infer", late)
+        deadline = time.monotonic() + 10
+        while metric(call(f"{url}/metrics")[2], "tt_cancellations_total", model="chain") < 1:
+            assert time.monotonic() < deadline, "the running call was not cancelled"
+            time.sleep(0.05)
+        metrics = call(f"{url}/metrics")[2]
+    assert status == 504 and "deadline" in reply["error"]
+    assert metric(metrics, "tt_rejections_total", model="chain", reason="timeout") == 1
+    assert metric(metrics, "tt_execution_count_total", model="chain") == 0
+    assert hooks.calls == [0], "the call stopped before its second region"
+
+
 def test_a_client_that_goes_away_cancels_its_call_and_in_flight_returns_to_zero(hooks):
     _, compiled = slow_chain(hooks, batch=1, seconds=0.3)
     with serving({"chain": compiled}) as (url, _, _):
