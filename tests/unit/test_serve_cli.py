@@ -68,3 +68,14 @@ def test_flags_override_the_file_which_overrides_the_defaults(tmp_path):
 def test_a_missing_artifact_is_named(tmp_path, capsys):
     assert main(["serve", "--model", f"a={tmp_path / 'nowhere'}"]) == 2
     assert "nowhere" in capsys.readouterr().err
+
+
+def test_without_the_serve_extra_the_command_says_what_to_install(monkeypatch, capsys):
+    import sys
+
+    for name in [m for m in sys.modules if m == "fastapi" or m.startswith(("fastapi.", "tensortorrent.serve"))]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "fastapi", None)  # as if it were not installed
+    assert main(["serve", "--model", "a=x"]) == 2
+    assert "needs the serve extra (fastapi is missing): pip install 'tensortorrent[serve]'" in capsys.readouterr().err
+    assert "tensortorrent.serve.app" not in sys.modules
