@@ -5,7 +5,6 @@ finish within the drain timeout, then the process exits 0."""
 from __future__ import annotations
 
 import signal
-import socket
 
 import uvicorn
 
@@ -35,7 +34,7 @@ def uvicorn_server(served: Server, host: str = "127.0.0.1", port: int = 8000) ->
     return _Uvicorn(config, served)
 
 
-def serve_forever(served: Server, host: str, port: int, sock: socket.socket | None = None) -> None:
+def serve_forever(served: Server, host: str, port: int) -> None:
     """Serves until SIGTERM or SIGINT; then drains the models' queues and returns (so the
     process exits 0). Call it from the main thread."""
     server = uvicorn_server(served, host, port)
@@ -43,7 +42,7 @@ def serve_forever(served: Server, host: str, port: int, sock: socket.socket | No
     # this one ends the process quietly, through a normal return.
     previous = signal.signal(signal.SIGTERM, lambda number, frame: None)
     try:
-        server.run(sockets=[sock] if sock is not None else None)
+        server.run()
     finally:
         signal.signal(signal.SIGTERM, previous)
         served.close()
