@@ -99,6 +99,7 @@ bench: $(VENV)/.built
 	$(PY) bench/artifact_load.py
 	$(PY) bench/planner.py
 	$(PY) bench/streaming.py
+	$(PY) bench/train_step.py
 	$(PY) bench/serve_load.py
 
 clean:

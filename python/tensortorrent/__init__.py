@@ -7,6 +7,7 @@ from .artifact import load_compiled
 from .capture.module_graph import GraphInput, ModuleGraph, ModuleNode, NodeOutput
 from .config import CompileConfig
 from .errors import (
+    ArgumentValueError,
     ArtifactError,
     CaptureError,
     CheckpointError,
@@ -26,7 +27,9 @@ from .errors import (
     TensorTorrentError,
     UnsafeArtifactError,
     UnsupportedError,
+    UnsupportedFeatureError,
 )
+from .fit import fit
 from .hardware.virtual import VirtualDevice
 from .objective import Objective
 from .runtime import CompiledModule
@@ -35,6 +38,7 @@ from .version import __version__
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 __all__ = [
+    "ArgumentValueError",
     "ArtifactError",
     "StorageError",
     "UnsafeArtifactError",
@@ -62,8 +66,10 @@ __all__ = [
     "ScheduleError",
     "TensorTorrentError",
     "UnsupportedError",
+    "UnsupportedFeatureError",
     "VirtualDevice",
     "__version__",
     "compile",
     "compile_modules",
+    "fit",
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from collections.abc import Sequence
@@ -16,7 +17,7 @@ from .capture.composed_module import compose
 from .capture.export import check_model, functional_program
 from .capture.module_graph import ModuleGraph, series
 from .config import CompileConfig
-from .errors import InvalidArgumentError, UnsupportedError
+from .errors import InvalidArgumentError, UnsupportedError, UnsupportedFeatureError
 from .from_checkpoint import compile_from_checkpoint, exported_source
 from .hardware import discover_devices, resolve_budgets
 from .hardware.accelerator import named_accelerators
@@ -31,6 +32,7 @@ from .planning.fit import check_fits, weight_bytes
 from .planning.machine import resolve_machine
 from .planning.placement import place
 from .planning.profile_cache import profiled_cpu_seconds
+from .planning.saved_for_backward import saved_bytes
 from .planning.streaming import UNBOUNDED, Layout
 from .runtime import CompiledModule
 from .runtime.program_runner import ProgramRunner
@@ -70,6 +72,8 @@ def compile(
     config = _as_config(config)
     exported = exported_source(model, checkpoint)
     args, kwargs = example_of(exported, example_inputs, example_kwargs)
+    if config.allow_training:
+        check_trainable(exported, checkpoint, config)
     if checkpoint is not None:
         source = exported if exported is not None else check_model(model)
         return compile_from_checkpoint(source, args, kwargs, config, checkpoint, devices, machine)
@@ -84,6 +88,13 @@ def compile(
     # the streaming program (not the placement) holds RAM to the budget.
     over_budget = config.ram_budget_bytes is not None and weight_bytes(model) > budgets.ram.amount
     streaming = over_budget and config.allow_disk_streaming
+    if streaming and config.allow_training:
+        raise UnsupportedFeatureError(
+            "training (allow_training=True)",
+            f"weights streamed from disk (ram_budget_bytes={config.ram_budget_bytes} is below the weights' "
+            f"{weight_bytes(model)} bytes)",
+            "raise the RAM budget so that the weights stay in memory",
+        )
     ram = UNBOUNDED if streaming else budgets.ram.amount
     plan_machine = resolve_machine(devices, check_machine(machine), ram, named_accelerators(devices, budgets))
     if config.activation_budget_bytes is not None and not plan_machine.is_cpu_only:
@@ -91,24 +102,54 @@ def compile(
     if not streaming:
         check_fits(weight_bytes(model), budgets, streaming_refused=over_budget)  # before export: the heavy work
 
-    with CompileProgress(STAGES + (["stream"] if streaming else [])) as progress:
+    stages = STAGES + (["stream"] if streaming else []) + (["training"] if config.allow_training else [])
+    build = _Build(model, model_name, args, kwargs, config, budgets, plan_machine)
+    with CompileProgress(stages) as progress:
         with progress.stage("export"):
             captured = functional_program(exported) if exported is not None else capture_model(model, args, kwargs)
-            program = normalize(captured)
-            signature = InputSignature(args, kwargs)
-        with progress.stage("partition"):
+        compiled, placement = build.compiled(normalize(captured), progress.stage, streaming)
+        if config.allow_training:
+            with progress.stage("training"):
+                compiled.attach_training(build.training_twin())
+    log.info(
+        "compiled %s: %d region(s) on %s, direct path %s, predicted %.3f ms per call",
+        model_name,
+        compiled.region_count,
+        ", ".join(sorted(set(compiled.region_devices))),
+        "taken" if compiled.uses_direct_path else "not taken",
+        placement.chosen.measures.latency_s * 1e3,
+    )
+    return compiled
+
+
+class _Build:
+    """Partitions, profiles, plans and builds a captured program of one model, for tt.compile."""
+
+    def __init__(self, model, model_name, args, kwargs, config, budgets, plan_machine) -> None:
+        self.model, self.model_name, self.args, self.kwargs = model, model_name, args, kwargs
+        self.config, self.budgets, self.plan_machine = config, budgets, plan_machine
+
+    def compiled(self, program, stage, streaming: bool = False, training: bool = False):
+        """The CompiledModule of `program` and its placement; `stage` marks the progress.
+        `training`: a program captured in training mode, for calls autograd records."""
+        model, config, budgets = self.model, self.config, self.budgets
+        signature = InputSignature(self.args, self.kwargs)
+        with stage("partition"):
             # A region per parameter group where its weights move on every call: each streams alone,
             # and each Linear may be split between the cpu and a device.
-            fine = streaming or plan_machine.shares_layers(weight_bytes(model))
+            fine = streaming or self.plan_machine.shares_layers(weight_bytes(model))
             layers = layer_paths(model) | (parameter_owners(program) if fine else frozenset())
             regions = partition(program, layers, config.max_region_nodes, innermost=fine)
             runner = ProgramRunner(program, regions)
-        with progress.stage("profile"):
-            flat = signature.flatten(args, kwargs)
-            seconds, reused = profiled_cpu_seconds(runner, flat)
-            log.debug("region times %s", "reused from the profile cache" if reused else "measured")
-            plan_machine = plan_machine.profiled(runner, flat)
-        with progress.stage("plan"):
+        with stage("profile"):
+            flat = signature.flatten(self.args, self.kwargs)
+            if training:
+                runner.saved_bytes = saved_bytes(runner, flat)
+            with torch.random.fork_rng():  # a training program's random operations leave the caller's seed alone
+                seconds, reused = profiled_cpu_seconds(runner, flat)
+                log.debug("region times %s", "reused from the profile cache" if reused else "measured")
+                plan_machine = self.plan_machine.profiled(runner, flat)
+        with stage("plan"):
             objective = ObjectiveFunction.make(
                 config.objective, config.objective_weights, plan_machine.slowest_link_bytes_per_s()
             )
@@ -118,14 +159,14 @@ def compile(
             plan = build_plan(regions, config, cpus=budgets.cpus.amount, placement=placement)
         streamed = None
         if streaming:
-            with progress.stage("stream"):
+            with stage("stream"):
                 layout = None if plan_machine.is_cpu_only else Layout.of_placement(placement)
                 streamed = stream_from_cache(program, regions, config, budgets, plan.max_concurrent, layout)
-        with progress.stage("build"):
+        with stage("build"):
             compiled = CompiledModule(
                 model=model,
-                runs_model_forward=True,
-                model_name=model_name,
+                runs_model_forward=not training,
+                model_name=self.model_name,
                 signature=signature,
                 program=program,
                 regions=regions,
@@ -136,15 +177,55 @@ def compile(
                 streamed=streamed,
                 ram_budget_bytes=budgets.ram.amount,
             )
-    log.info(
-        "compiled %s: %d region(s) on %s, direct path %s, predicted %.3f ms per call",
-        model_name,
-        len(regions),
-        ", ".join(sorted(set(plan.devices))),
-        "taken" if plan.direct else "not taken",
-        placement.chosen.measures.latency_s * 1e3,
+        return compiled, placement
+
+    def training_twin(self) -> CompiledModule:
+        """The program train() switches to: the model captured in training mode, planned
+        as the inference one is, with what autograd saves for backward counted in each
+        region's memory."""
+        program = normalize(capture_model(self.model, self.args, self.kwargs, training=True))
+        trainer, _ = self.compiled(program, lambda name: contextlib.nullcontext(), training=True)
+        check_training_devices(trainer)
+        return trainer
+
+
+def check_trainable(exported, checkpoint, config: CompileConfig) -> None:
+    """UnsupportedFeatureError for what allow_training cannot be combined with yet."""
+    feature = "training (allow_training=True)"
+    if exported is not None:
+        raise UnsupportedFeatureError(
+            feature,
+            "an exported program as the model (captured in eval mode, with no model code to capture again)",
+            "pass the nn.Module itself",
+        )
+    if checkpoint is not None:
+        raise UnsupportedFeatureError(
+            feature, "weights read in place from a checkpoint (checkpoint=)", "load the weights into the model"
+        )
+    if config.activation_budget_bytes is not None:
+        raise UnsupportedFeatureError(
+            feature,
+            f"an activation spill budget (activation_budget_bytes={config.activation_budget_bytes})",
+            "leave activation_budget_bytes unset",
+        )
+
+
+def check_training_devices(trainer: CompiledModule) -> None:
+    """UnsupportedFeatureError for a training plan with regions on a real accelerator: its
+    weights would be copies held on the device, apart from the parameters that an
+    optimizer updates (a declared virtual device computes in host memory, on the
+    parameters themselves)."""
+    placement = trainer.artifact_parts().plan.placement
+    devices = placement.machine.devices if placement is not None else []
+    accelerators = sorted(
+        {d.name for d in devices if d.spec is not None and not d.declared} & set(trainer.region_devices)
     )
-    return compiled
+    if accelerators:
+        raise UnsupportedFeatureError(
+            "training (allow_training=True)",
+            f"regions on an accelerator ({', '.join(accelerators)})",
+            "pass devices='cpu' (or virtual devices) to train",
+        )
 
 
 def compile_modules(

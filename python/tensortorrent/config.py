@@ -39,6 +39,10 @@ class CompileConfig:
         but the RAM budget.
     allow_tmpfs_spill: spill into a directory held in RAM (tmpfs, ramfs) all the same;
         False refuses one, since spilling there saves no RAM.
+    allow_training: also capture the model in training mode, so that after
+        compiled.train() calls run that program with autograd (dropout active, batch
+        norm on batch statistics) and gradients reach the model's parameters; False
+        (the default) compiles for inference only, and train() says how to enable it.
     objective: what the planner optimises, a tt.Objective or its name (default LATENCY;
         see tt.Objective).
     objective_weights: with Objective.WEIGHTED only, the weight of each measure, e.g.
@@ -72,12 +76,14 @@ class CompileConfig:
     allow_disk_streaming: bool = True
     activation_budget_bytes: int | None = None
     allow_tmpfs_spill: bool = False
+    allow_training: bool = False
 
     def __post_init__(self) -> None:
         _check_int("max_region_nodes", self.max_region_nodes, minimum=1)
         _check_bool("prefer_direct_path", self.prefer_direct_path)
         _check_bool("allow_disk_streaming", self.allow_disk_streaming)
         _check_bool("allow_tmpfs_spill", self.allow_tmpfs_spill)
+        _check_bool("allow_training", self.allow_training)
         _check_positive_seconds("stall_timeout_s", self.stall_timeout_s)
         for name in (
             "max_concurrent_regions",

@@ -85,6 +85,18 @@ class UnsupportedError(TensorTorrentError):
     """A valid request that this version does not support yet."""
 
 
+class UnsupportedFeatureError(UnsupportedError):
+    """Two features that each work but cannot be combined yet; `.features` names both."""
+
+    def __init__(self, feature: str, other: str, hint: str = "") -> None:
+        super().__init__(f"{feature} cannot be combined with {other} yet" + (f"; {hint}" if hint else ""))
+        self.features = (feature, other)
+
+
+class ArgumentValueError(TensorTorrentError, ValueError):
+    """An argument of a public function is of the right kind but outside the values it takes."""
+
+
 class ScheduleError(TensorTorrentError, ValueError):
     """A schedule or native option was rejected (native code InvalidArgument)."""
 

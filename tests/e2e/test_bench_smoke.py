@@ -105,3 +105,11 @@ def test_serve_load_benchmark_quick_run(tmp_path):
     assert [run["workers"] for run in results["closed_loop"]] == [1, 4, 16, 64]
     assert all(run["errors_other_than_503"] == 0 and run["p50_ms"] > 0 for run in results["closed_loop"])
     assert [run["fraction"] for run in results["open_loop"]] == [0.5, 1.0, 1.5]
+
+
+def test_train_step_benchmark_quick_run(tmp_path):
+    results = run_quick("train_step.py", tmp_path / "train_step.json")
+    for workload in ("cpu", "streamed_virtual_device"):
+        assert results[workload]["first_loss_abs_diff"] < 1e-3, "the same weights, batch and masks"
+        assert results[workload]["regions"] > 1
+    assert results["streamed_virtual_device"]["devices"] == ["acc"]

@@ -12,12 +12,13 @@ import tensortorrent as tt
 from tensortorrent import _core
 
 
-def simulated_peaks(compiled: tt.CompiledModule) -> list[int]:
+def simulated_peaks(compiled: tt.CompiledModule, program: _core.Program | None = None) -> list[int]:
     """Per tier, the peak the simulator finds for the program replaying the last call: each
     instruction started no sooner than it did and lasting as long (frees take none). The
     threads' own delays (a copy completing from its link's thread, a kernel waiting for the
-    GIL) are the call's, not the model's, so the replay starts each one as measured."""
-    program = compiled._plane.plan.program
+    GIL) are the call's, not the model's, so the replay starts each one as measured.
+    `program`: the one the call ran (default: the inference program's)."""
+    program = program or compiled._plane.plan.program
     records = {r.id: r for r in compiled.last_report.records}
     instructions = program.schedule.instructions
     free = _core.InstructionKind.Free

@@ -27,6 +27,7 @@ from tensortorrent.config import env_flag
         ("allow_disk_streaming", 1),
         ("activation_budget_bytes", 1.5e6),
         ("allow_tmpfs_spill", "yes"),
+        ("allow_training", 1),
     ],
 )
 def test_wrong_type_raises_type_error_naming_the_field(field, value):
@@ -79,6 +80,7 @@ def test_valid_config_keeps_its_values():
         "allow_disk_streaming": True,
         "activation_budget_bytes": None,
         "allow_tmpfs_spill": False,
+        "allow_training": False,
     }
 
 

@@ -1,4 +1,4 @@
-"""torch.export of a user's model under eval-mode semantics, with clear errors."""
+"""torch.export of a user's model under eval-mode (or training-mode) semantics, with clear errors."""
 
 from __future__ import annotations
 
@@ -17,10 +17,11 @@ log = logging.getLogger(__name__)
 
 
 @contextlib.contextmanager
-def eval_mode(model: nn.Module) -> Iterator[None]:
-    """Puts every submodule in eval mode, then restores each one's own training flag."""
+def eval_mode(model: nn.Module, training: bool = False) -> Iterator[None]:
+    """Puts every submodule in eval mode (training mode with `training`), then restores
+    each one's own training flag."""
     modes = [(module, module.training) for module in model.modules()]
-    model.eval()
+    model.train(training)
     try:
         yield
     finally:
@@ -37,15 +38,18 @@ def check_model(model: object) -> nn.Module:
     return model
 
 
-def capture_model(model: nn.Module, args: tuple, kwargs: dict) -> torch.export.ExportedProgram:
+def capture_model(model: nn.Module, args: tuple, kwargs: dict, training: bool = False) -> torch.export.ExportedProgram:
     """Exports `model` at the example inputs and functionalizes the graph.
 
     Functionalization rewrites in-place ops as pure ones, so that regions never mutate a
     value another region reads and may run concurrently. Eval mode gives inference
-    semantics (BatchNorm uses running stats, Dropout is the identity); the caller's
-    training flags are restored afterwards, whatever happens.
+    semantics (BatchNorm uses running stats, Dropout is the identity); `training` captures
+    training semantics instead (dropout's random masks, batch statistics and the running
+    statistics' updates as buffer mutations), with grad enabled so that the graph keeps
+    what autograd differentiates. The caller's training flags are restored afterwards,
+    whatever happens.
     """
-    with eval_mode(model), torch.no_grad():
+    with eval_mode(model, training), torch.set_grad_enabled(training):
         try:
             exported = torch.export.export(model, args, kwargs)
         except Exception as error:  # export raises many types; all mean "cannot capture"

@@ -27,6 +27,8 @@ Rules, in generation order (region by region, in topological order):
 - a virtual device and a link run their instructions one at a time, in generation order.
 - every transient buffer is freed right after its last reader in generation order (the
   Free waits for every reader, so it runs after the last one to finish).
+- in a training program, each region's Compute also writes a buffer of the bytes
+  autograd saves there for backward, held to the end of the call.
 - a split layer (on a virtual device, its weights in RAM) computes the CPU's rows on the
   CPU while the device computes its own; the CPU's result is copied to the device, which
   joins the two (planning/split_lowering.py).
@@ -320,6 +322,16 @@ class _Lowering(WeightStreams, ActivationSpill, SplitLayers):
             None,
         )
 
+    def saved_for_backward(self, region: int, tier: int) -> list[int]:
+        """In a training program, the buffer of what autograd saves in `region` until
+        backward (planning/saved_for_backward.py), held to the end of the call."""
+        nbytes = self.runner.saved_bytes[region] if self.runner.saved_bytes else 0
+        if not nbytes:
+            return []
+        buffer = self.buffer(tier, None, LIFE.Transient, f"{self.names[region]} saved for backward", nbytes=nbytes)
+        self.kept.add(buffer)
+        return [buffer]
+
     # The program -----------------------------------------------------------------------
 
     def run(self, cpu_slots: int, io_depth: int, capacities) -> LoweredProgram:
@@ -358,7 +370,9 @@ class _Lowering(WeightStreams, ActivationSpill, SplitLayers):
             seconds *= split.device_share if split is not None else 1.0
             declared = self.declared(tier, seconds)
             writes = outputs if split is None else [self.device_rows_out(region)]
-            op = Op(K.Compute, self.compute_queue(region), inputs, writes, deps, self.names[region], seconds, declared)
+            saved = self.saved_for_backward(region, tier)
+            queue = self.compute_queue(region)
+            op = Op(K.Compute, queue, inputs, writes + saved, deps, self.names[region], seconds, declared)
             op.region = region
             compute = self.emit(op, serial=self.on_device[region])
             self.region_of[compute] = region

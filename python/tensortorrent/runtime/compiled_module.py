@@ -18,7 +18,7 @@ from .. import _core
 from ..capture.program import NormalizedProgram
 from ..capture.signature import InputSignature
 from ..config import CompileConfig
-from ..errors import ExecutionCancelled, TensorTorrentError, UnsupportedError
+from ..errors import ExecutionCancelled, TensorTorrentError, UnsupportedError, UnsupportedFeatureError
 from ..files import write_text_atomically
 from ..observe.explain import explain
 from ..partition import Region
@@ -65,6 +65,11 @@ class CompiledModule(nn.Module):
     Calls are thread-safe: each call has its own environment and they share the region
     kernels, the schedule and the executor's workers. The original model stays attached
     (as `.model`), and its parameters are used in place, not copied.
+
+    It starts in eval mode. Compiled with CompileConfig(allow_training=True), train()
+    switches its calls to the program captured in training mode, run with autograd
+    whenever grad is enabled: gradients reach the model's parameters (`parameters()`),
+    so any optimizer trains them, and eval() switches back.
     """
 
     def __init__(
@@ -130,6 +135,29 @@ class CompiledModule(nn.Module):
         # It holds a RunReport, or the duration of a direct-path call in microseconds.
         self._last_report: list[_core.RunReport | float] = []
         self._last_peaks: dict[str, int] = {}
+        self._trainer: CompiledModule | None = None  # the training-mode program (attach_training)
+        self.training = False  # calls have eval semantics until train()
+
+    def attach_training(self, trainer: CompiledModule) -> None:
+        """Sets the program train() switches to: one compiled from the same model captured
+        in training mode (api.py: _Build.training_twin)."""
+        # Not a submodule: its parameters are this module's, and it is no part of the state.
+        object.__setattr__(self, "_trainer", trainer)
+
+    def train(self, mode: bool = True) -> CompiledModule:
+        """Training semantics for later calls (and for the model, as nn.Module.train);
+        only for a module compiled with CompileConfig(allow_training=True)."""
+        if mode and self._trainer is None:
+            if self._config.allow_training:  # a loaded artifact holds the inference program alone
+                raise UnsupportedFeatureError(
+                    "training", "a module loaded from an artifact", "compile the model with tt.compile to train it"
+                )
+            raise UnsupportedFeatureError(
+                "train()",
+                "a module compiled for inference",
+                "compile with tt.CompileConfig(allow_training=True) to train it",
+            )
+        return super().train(mode)
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         return self._call(args, kwargs, _core.CancelToken())[0]
@@ -149,33 +177,41 @@ class CompiledModule(nn.Module):
     def _call(self, args: tuple, kwargs: dict, token: _core.CancelToken) -> tuple[Any, _core.RunReport | float]:
         """Runs one call under its own cancel token; returns its outputs and its report."""
         flat = self._signature.flatten(args, kwargs)
+        # In training mode the training program runs, recorded by autograd where grad is on.
+        engine = self._trainer if self.training and self._trainer is not None else self
+        grad = self.training and torch.is_grad_enabled()
         with self._in_flight_lock:
             self._in_flight.add(token)
         try:
-            if self._mutation_lock is None:
-                outputs, report = self._dispatch(flat, args, kwargs, token)
+            if engine._mutation_lock is None:
+                outputs, report, peaks = engine._dispatch(flat, args, kwargs, token, grad)
             else:
-                with self._mutation_lock:
-                    outputs, report = self._dispatch(flat, args, kwargs, token)
+                with engine._mutation_lock:
+                    outputs, report, peaks = engine._dispatch(flat, args, kwargs, token, grad)
         finally:
             with self._in_flight_lock:
                 self._in_flight.discard(token)
         self._set_report(report)
+        if peaks is not None:
+            self._last_peaks = peaks
         return outputs, report
 
-    def _dispatch(self, flat: list[Any], args: tuple, kwargs: dict, token: _core.CancelToken):
+    def _dispatch(self, flat: list[Any], args: tuple, kwargs: dict, token: _core.CancelToken, grad: bool):
+        """Runs the call on this module's program: (outputs, report, per-tier peaks or None)."""
         if self._plane is not None:
-            outputs, report, peaks = self._plane.run(
-                flat, token, self._plan.stall_timeout_s, timeout_s=self._plan.stall_timeout_s
-            )
-            self._last_peaks = dict(zip(self._plane.tier_names, peaks))
-            return outputs, report
-        return self._call_direct(flat, args, kwargs, token)
+            timeout = self._plan.stall_timeout_s
+            outputs, report, peaks = self._plane.run(flat, token, timeout, timeout_s=timeout, grad=grad)
+            return outputs, report, dict(zip(self._plane.tier_names, peaks))
+        return *self._call_direct(flat, args, kwargs, token, grad), None
 
-    def _call_direct(self, flat: list[Any], args: tuple, kwargs: dict, token: _core.CancelToken):
+    def _call_direct(self, flat: list[Any], args: tuple, kwargs: dict, token: _core.CancelToken, grad: bool):
         if token.consume():
             raise ExecutionCancelled("call cancelled before its first region")
         start = time.perf_counter()
+        if grad:  # autograd records the captured regions (the direct path of the training program)
+            with torch.enable_grad():
+                outputs = self._runner.run_inline(flat, grad=True)
+            return outputs, (time.perf_counter() - start) * 1e6
         if self._on_device is not None:
             return self._on_device.run(flat), (time.perf_counter() - start) * 1e6
         with torch.no_grad():

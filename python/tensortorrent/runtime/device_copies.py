@@ -98,6 +98,23 @@ class DeviceLink:
         return backend.empty_like(index, value)
 
 
+def reverse_links(program: _core.Program, links: dict[int, DeviceLink]) -> dict[int, DeviceLink]:
+    """Per link queue, the link the other way: "<device>.d2h" for "<device>.h2d" and back,
+    "b->a" for "a->b" (a peer link joins both ways)."""
+    position = {program.queues[p].name: p for p in links}
+    reverse = {}
+    for p in links:
+        name = program.queues[p].name
+        if "->" in name:
+            source, target = name.split("->")
+            other = f"{target}->{source}"
+        else:
+            device, _, way = name.rpartition(".")
+            other = f"{device}.{'d2h' if way == 'h2d' else 'h2d'}"
+        reverse[p] = links[position[other]]
+    return reverse
+
+
 def device_links(program: _core.Program, devices: dict[str, tuple[DeviceBackend, int]]) -> dict[int, DeviceLink]:
     """Per link queue of `program` ("<device>.h2d", "<device>.d2h", "<from>-><to>" between
     peers), its DeviceLink; `devices` gives each device's backend and index there."""

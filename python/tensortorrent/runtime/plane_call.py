@@ -13,6 +13,7 @@ that buffer's bytes once it is freed.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -26,8 +27,9 @@ from ..backends.interface import Queue
 from ..partition.region_module import on_device
 from ..planning.layer_split import join_features
 from ..planning.lowering import LoweredProgram
-from .device_copies import DeviceLink
-from .program_runner import ProgramRunner, detach_outputs
+from .autograd_copies import CopyOverLink, WeightCopies, start_copy
+from .device_copies import DeviceLink, reverse_links
+from .program_runner import ProgramRunner, detach_outputs, update_buffers
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,7 @@ class CopyStep:
     """What one Copy to or from a device does, worked out once per program."""
 
     link: DeviceLink
+    back: DeviceLink  # the reverse link, which a gradient of the copied values goes back over
     pairs: tuple[tuple[int, int], ...]  # (source, target) buffers whose value has bytes
     counted: tuple[int, ...]  # sources that are torch's transient tensors, dropped after their last reader
 
@@ -63,6 +66,7 @@ class CallSteps:
     copies: dict[int, CopyStep]
     readers: list[int]  # per buffer: its Compute and Copy readers, where it is torch's transient tensor
     held: dict[int, Any]  # preset buffers on a device: the device's own copy of the bound value
+    weights: frozenset[int]  # preset buffers holding a bound tensor (a weight)
 
 
 def call_steps(
@@ -103,11 +107,13 @@ def call_steps(
             queue=compute_queues[queues[instructions[ident].queue].name] if device is not None else None,
         )
     steps = {}
+    back = reverse_links(program, links)
     for instruction in copies:
         pairs = tuple((s, t) for s, t in zip(instruction.reads, instruction.writes) if t not in lowered.carried)
         counted = tuple(b for b in instruction.reads if readers[b])
-        steps[instruction.id] = CopyStep(links[instruction.queue], pairs, counted)
-    return CallSteps(computes, steps, readers, held)
+        steps[instruction.id] = CopyStep(links[instruction.queue], back[instruction.queue], pairs, counted)
+    weights = frozenset(buffer for buffer, slot in lowered.preset if slot < runner.bound_count)
+    return CallSteps(computes, steps, readers, held, weights)
 
 
 class PlaneCall:
@@ -121,13 +127,23 @@ class PlaneCall:
         memory,
         flat_inputs: list[Any],
         steps: CallSteps,
+        grad: bool = False,
     ) -> None:
+        """With `grad`, autograd records the call: its regions compute with grad enabled,
+        its copies are differentiable (CopyOverLink), and every value a region or copy
+        makes is torch's own tensor, never a view of the core's buffers, whose bytes the
+        core reuses while autograd may still hold them."""
         self._runner, self._lowered, self._plane, self._memory = runner, lowered, plane, memory
         self._steps = steps
-        values = runner.bound_values + list(flat_inputs)
+        self._grad = grad
+        self._weight_copies = WeightCopies() if grad else None
+        values = runner.call_values(flat_inputs, grad)
         self.env: list[Any] = [None] * len(lowered.program.buffers)
+        updated = runner.mutated_bound_slots if grad else ()
         for buffer, slot in lowered.preset:
             held = steps.held.get(buffer)
+            if held is not None and slot in updated:
+                held = held.clone()  # as call_values reads it (see there)
             self.env[buffer] = held if held is not None else preset_value(lowered, buffer, values[slot])
         self._readers_left = list(steps.readers)
         self._lock = threading.Lock()
@@ -145,15 +161,22 @@ class PlaneCall:
 
     def compute(self, instruction_id: int) -> None:
         """Runs a Compute instruction's region (on an executor thread or the caller's)."""
-        torch.set_grad_enabled(False)  # grad mode is per thread
+        torch.set_grad_enabled(self._grad)  # grad mode is per thread
         step = self._steps.computes[instruction_id]
         if step.queue is None:
             self._run(step)
         else:
-            with step.queue.launching():
+            with step.queue.launching(), self._saving_weights(step):
                 self._run(step)
             step.queue.record().wait()
         self._read(step.counted)
+
+    def _saving_weights(self, step: ComputeStep) -> contextlib.AbstractContextManager:
+        """Where autograd records the call: the weights copied to the device for this
+        region are saved for backward as copies to make again (runtime/autograd_copies.py)."""
+        if self._weight_copies is None:
+            return contextlib.nullcontext()
+        return self._weight_copies.saved_as_copies(step.reads, [self.value(b) for b in step.reads])
 
     def _run(self, step: ComputeStep) -> None:
         env = self.env
@@ -171,11 +194,16 @@ class PlaneCall:
         link, env, views = step.link, self.env, self._lowered.views
         for source, target in step.pairs:
             value = self.value(source)
-            if target in views:  # a value coming back into the core's RAM
+            if self._grad:
+                env[target] = (
+                    CopyOverLink.apply(value, link, step.back) if value.requires_grad else start_copy(link, value)
+                )
+                if source in self._steps.weights:
+                    self._weight_copies.copied(target, value, link)
+            elif target in views:  # a value coming back into the core's RAM
                 link.queue.copy(self.value(target), value)
             else:
-                env[target] = link.empty_like(value)
-                link.queue.copy(env[target], value)
+                env[target] = start_copy(link, value)
         link.waiter.after(link.queue.record(), lambda error: self._copied(step, done, error))
 
     def _copied(self, step: CopyStep, done, error: BaseException | None) -> None:
@@ -213,8 +241,7 @@ class PlaneCall:
     def finish(self) -> Any:
         """Applies buffer mutations and assembles the user's output structure from RAM."""
         lowered = self._lowered
-        for buffer, (_, target) in zip(lowered.mutations, self._runner.mutations):
-            target.copy_(self.value(buffer))
+        update_buffers(self._runner.mutations, [self.value(buffer) for buffer in lowered.mutations])
         flat = []
         for buffer, constant in lowered.outputs:
             if buffer is None:
@@ -222,8 +249,9 @@ class PlaneCall:
                 continue
             value = self.value(buffer)
             # A core buffer goes back to the pool with the call: the caller gets its own copy.
-            flat.append(value.clone() if buffer in lowered.views else value)
-        return detach_outputs(pytree.tree_unflatten(flat, self._runner.out_spec))
+            flat.append(value.clone() if buffer in lowered.views and self.env[buffer] is None else value)
+        outputs = pytree.tree_unflatten(flat, self._runner.out_spec)
+        return outputs if self._grad else detach_outputs(outputs)
 
 
 def preset_value(lowered: LoweredProgram, buffer: int, value: Any) -> Any:

@@ -216,20 +216,30 @@ class PlaneProgram:
             for slot in range(self.runner.bound_count)
         ]
 
-    def run(self, flat_inputs: list[Any], token: _core.CancelToken, stall_timeout_s: float, timeout_s: float):
-        """One call: returns (outputs, run report, per-tier peak bytes)."""
+    def run(
+        self,
+        flat_inputs: list[Any],
+        token: _core.CancelToken,
+        stall_timeout_s: float,
+        timeout_s: float,
+        grad: bool = False,
+    ):
+        """One call: returns (outputs, run report, per-tier peak bytes). With `grad`,
+        autograd records it (see PlaneCall) and the outputs keep their history."""
         plane = self.plane
         memory = plane.begin_call(timeout_s)
         call = None
         try:
             if self.pins is not None:  # a pooled arena seen before is registered already
                 self.pins.cover(memory.host_arenas)
-            call = PlaneCall(self.runner, self.plan, plane, memory, flat_inputs, self._steps)
-            with torch.no_grad():  # the caller's thread computes too; its grad mode comes back after
+            # The caller's thread computes too; its grad mode comes back after.
+            with torch.set_grad_enabled(grad):
+                call = PlaneCall(self.runner, self.plan, plane, memory, flat_inputs, self._steps, grad)
                 report = plane.run(
                     memory, call.compute, stall_timeout_s=stall_timeout_s, cancel=token, device_copy=call.copy
                 )
-            return call.finish(), report, list(memory.peak_bytes)
+                outputs = call.finish()
+            return outputs, report, list(memory.peak_bytes)
         finally:
             if call is not None:  # its values (device memory too) go now, even while an error's traceback lives
                 call.drop()

@@ -70,9 +70,15 @@ class ProgramRunner:
             )
         self.outputs = [(slot_of[r.node], None) if r.node is not None else (None, r.constant) for r in program.outputs]
         self.mutations = [(slot_of[node], buffer) for node, buffer in program.buffer_mutations]
+        # The bound slots of the buffers a call updates (batch norm's running statistics).
+        bound_slot = {id(b.tensor): b.slot for b in program.bound}
+        self.mutated_bound_slots = tuple(bound_slot[id(buffer)] for _, buffer in program.buffer_mutations)
         self.kept_slots = frozenset(slot_of[node] for node in kept)
         self.out_spec = program.out_spec
         self.own_weights = self._own_weights()
+        # Per region, the bytes autograd saves for backward in a training program (set
+        # before planning it: planning/saved_for_backward.py); empty for inference.
+        self.saved_bytes: tuple[int, ...] = ()
 
     def _own_weights(self) -> dict[int, list[int]]:
         """Per region, the bound slots only it reads (and no output or mutation holds): the
@@ -109,20 +115,33 @@ class ProgramRunner:
         other.kernels = [replace(k, forward=on_device(k.module, device).forward) for k in self.kernels]
         other._bound_values = list(bound_values)
         other.mutations = []
+        other.mutated_bound_slots = ()
         return other
 
-    def new_call(self, flat_inputs: list[Any]) -> InlineCall:
+    def call_values(self, flat_inputs: list[Any], grad: bool = False) -> list[Any]:
+        """A call's first values: the bound tensors, then its inputs. With `grad`, the
+        buffers the call updates are read as copies: autograd may save what a region
+        reads (batch norm saves its running statistics), and the update at the end of
+        the call must not change what it saved."""
+        values = self._bound_values + list(flat_inputs)
+        if grad:
+            for slot in self.mutated_bound_slots:
+                values[slot] = values[slot].clone()
+        return values
+
+    def new_call(self, flat_inputs: list[Any], grad: bool = False) -> InlineCall:
         """A call run inline: a fresh environment holding the bound tensors and inputs."""
-        env: list[Any] = self._bound_values + flat_inputs
+        env = self.call_values(flat_inputs, grad)
         env.extend([None] * (self.slot_count - len(env)))
         return InlineCall(self, env)
 
-    def run_inline(self, flat_inputs: list[Any]) -> Any:
-        """Runs every region in order on the calling thread (the direct path)."""
-        call = self.new_call(flat_inputs)
+    def run_inline(self, flat_inputs: list[Any], grad: bool = False) -> Any:
+        """Runs every region in order on the calling thread (the direct path); with
+        `grad`, the outputs keep their autograd history."""
+        call = self.new_call(flat_inputs, grad)
         for index in range(len(self.kernels)):
             call.run_region(index)
-        return call.finish()
+        return call.finish(grad)
 
 
 class InlineCall:
@@ -146,13 +165,22 @@ class InlineCall:
             if self._readers_left[slot] == 0:
                 env[slot] = None
 
-    def finish(self) -> Any:
-        """Applies buffer mutations and assembles the user's output structure."""
+    def finish(self, grad: bool = False) -> Any:
+        """Applies buffer mutations and assembles the user's output structure (keeping
+        its autograd history with `grad`)."""
         env = self.env
-        for slot, buffer in self._runner.mutations:
-            buffer.copy_(env[slot])
+        update_buffers(self._runner.mutations, [env[slot] for slot, _ in self._runner.mutations])
         flat = [env[slot] if slot is not None else constant for slot, constant in self._runner.outputs]
-        return detach_outputs(pytree.tree_unflatten(flat, self._runner.out_spec))
+        outputs = pytree.tree_unflatten(flat, self._runner.out_spec)
+        return outputs if grad else detach_outputs(outputs)
+
+
+def update_buffers(mutations: list[tuple[int, torch.Tensor]], values: list[Any]) -> None:
+    """Writes a call's new buffer values (running statistics) into the model's buffers;
+    an update is not part of what autograd differentiates."""
+    with torch.no_grad():
+        for (_, buffer), value in zip(mutations, values):
+            buffer.copy_(value)
 
 
 def _tensor_meta(node: fx.Node) -> tuple[torch.dtype, tuple[int, ...]] | None:
