@@ -260,6 +260,8 @@ def test_saved_activations_are_accounted_and_peaks_equal_the_simulation(plan):
     compiled(x)
     tier = "acc" if plan == "streamed" else "ram"
     assert training_peak[tier] > compiled.last_peak_bytes[tier], "an eval call saves nothing for backward"
+    text = compiled.explain()
+    assert "Training program" in text and "saved for backward" in text
 
 
 def test_train_without_allow_training_says_how():
@@ -358,4 +360,17 @@ def test_gradients_cross_peer_links_and_ram_back_to_where_values_came_from():
     links = {r.device for r in compiled.last_report.records if r.kind == "copy"}
     assert {"a->b", "b.d2h", "c.h2d"} <= links
     assert_same_gradients(compiled, eager)
+    torch.testing.assert_close(mine.grad, theirs.grad, **TOLERANCE)
+
+
+def test_composed_modules_train_like_eager():
+    torch.manual_seed(0)
+    first, second = nn.Sequential(nn.Linear(8, 16), nn.Dropout(0.2)), nn.Sequential(nn.Linear(16, 4), nn.BatchNorm1d(4))
+    eager = nn.Sequential(copy.deepcopy(first), copy.deepcopy(second)).train()
+    x = torch.randn(6, 8)
+    compiled = tt.compile_modules([first, second], (x,), config=TRAIN, devices="cpu")
+    compiled.train()
+    mine, theirs = run_both(compiled, eager, x)
+    for got, expected in zip([*first.parameters(), *second.parameters()], eager.parameters()):
+        torch.testing.assert_close(got.grad, expected.grad, **TOLERANCE)
     torch.testing.assert_close(mine.grad, theirs.grad, **TOLERANCE)

@@ -233,6 +233,27 @@ def _schedule_lines(plan: ExecutionPlan) -> list[str]:
     return lines
 
 
+def training_lines(devices: Sequence[str], saved_bytes: Sequence[int], program, tier_names: Sequence[str]) -> list[str]:
+    """explain()'s section on the training program: where its regions run, what autograd
+    saves for backward, the copies per call and the memory plan per tier (`program`: the
+    data plane's Program, None on the direct path)."""
+    placed = ", ".join(f"{d} x{devices.count(d)}" for d in dict.fromkeys(devices))
+    lines = [
+        "Training program (after train(): captured in training mode, autograd records calls where grad is on)",
+        f"  regions: {len(devices)} ({placed})",
+        f"  saved for backward: {format_bytes(sum(saved_bytes))} per call, measured per region when compiling",
+    ]
+    if program is None:
+        return lines + ["  runs inline on the calling thread (the direct path): no data plane program"]
+    copies = [i for i in program.schedule.instructions if str(i.kind).endswith("Copy")]
+    moved = sum(program.buffers[b].bytes for i in copies for b in i.reads)
+    peaks = ", ".join(f"{n} {format_bytes(p)}" for n, p in zip(tier_names, program.memory_plan.peak_bytes))
+    return lines + [
+        f"  copies per call: {len(copies)} ({format_bytes(moved)}); their gradients go back over the reverse links",
+        f"  memory plan, with what is saved for backward held to the end of the call: {peaks}",
+    ]
+
+
 def explain_saved(manifest: dict, inputs: str, plan: ExecutionPlan, verdict: str) -> str:
     """The report of a saved artifact from its manifest alone (no weights, no program);
     `verdict` says whether this machine would replay the saved plan or plan again."""

@@ -20,7 +20,7 @@ from ..capture.signature import InputSignature
 from ..config import CompileConfig
 from ..errors import ExecutionCancelled, TensorTorrentError, UnsupportedError, UnsupportedFeatureError
 from ..files import write_text_atomically
-from ..observe.explain import explain
+from ..observe.explain import explain, training_lines
 from ..partition import Region
 from ..planning import ExecutionPlan
 from ..planning.costs import RegionCost, measure_cpu_seconds, region_costs
@@ -307,7 +307,20 @@ class CompiledModule(nn.Module):
         return len(self._runner.kernels)
 
     def explain(self) -> str:
-        """A readable report: regions, schedule and why the direct path was or was not taken."""
+        """A readable report: regions, schedule and why the direct path was or was not taken
+        (and, compiled with allow_training, the training program)."""
+        text = self._explain()
+        if self._trainer is None:
+            return text
+        trainer = self._trainer
+        plane = trainer._plane
+        program = plane.plan.program if plane is not None else None
+        tiers = plane.tier_names if plane is not None else []
+        return "\n".join(
+            [text, "", *training_lines(trainer.region_devices, trainer._runner.saved_bytes, program, tiers)]
+        )
+
+    def _explain(self) -> str:
         signature, program = self._signature.describe(), self._program
         return explain(
             self._model_name,
