@@ -211,19 +211,25 @@ def check_trainable(exported, checkpoint, config: CompileConfig) -> None:
 
 
 def check_training_devices(trainer: CompiledModule) -> None:
-    """UnsupportedFeatureError for a training plan with regions on a real accelerator: its
-    weights would be copies held on the device, apart from the parameters that an
-    optimizer updates (a declared virtual device computes in host memory, on the
-    parameters themselves)."""
+    """UnsupportedFeatureError for a training plan with regions on a device whose memory
+    is not host memory (a GPU's): weights resident there would be copies held on the
+    device, apart from the parameters an optimizer updates. Devices computing in host
+    memory (virtual ones, a backend's such as the test plugin's) hold the parameters
+    themselves."""
     placement = trainer.artifact_parts().plan.placement
     devices = placement.machine.devices if placement is not None else []
-    accelerators = sorted(
-        {d.name for d in devices if d.spec is not None and not d.declared} & set(trainer.region_devices)
+    apart = sorted(
+        d.name
+        for d in devices
+        if d.spec is not None
+        and not d.declared
+        and d.name in trainer.region_devices
+        and d.spec.backend.torch_device(d.spec.index).type != "cpu"
     )
-    if accelerators:
+    if apart:
         raise UnsupportedFeatureError(
             "training (allow_training=True)",
-            f"regions on an accelerator ({', '.join(accelerators)})",
+            f"regions on a device with memory of its own ({', '.join(apart)})",
             "pass devices='cpu' (or virtual devices) to train",
         )
 

@@ -71,3 +71,19 @@ def test_auto_takes_the_cpu_and_every_accelerator_found(example_device, monkeypa
     monkeypatch.setattr(accelerator, "AUTO_KINDS", ("cuda", "xpu"))
     alone = assert_parity(model, (x,), devices="auto")  # this machine has no cuda or xpu device
     assert [d.name for d in alone._plan.placement.machine.devices] == ["cpu"]
+
+
+def test_training_on_a_backends_device_in_host_memory_gives_eager_gradients(example_device):
+    import copy
+
+    torch.manual_seed(0)
+    model, x = Stack(layers=4), torch.randn(BATCH, WIDTH)
+    eager = copy.deepcopy(model)
+    config = tt.CompileConfig(allow_training=True, vram_budget_bytes=int(2.7 * LAYER_BYTES))
+    compiled = tt.compile(model, (x,), config=config, devices=[example_device])
+    compiled.train()
+    compiled(x).square().mean().backward()
+    eager(x).square().mean().backward()
+    assert any(r.kind == "copy" and "params" in r.label for r in compiled.last_report.records)
+    for got, expected in zip(model.parameters(), eager.parameters()):
+        torch.testing.assert_close(got.grad, expected.grad, rtol=1e-4, atol=1e-5)
