@@ -2,6 +2,7 @@
 
 import logging
 
+from . import pipeline  # noqa: F401 - registers compiled.export_pipeline
 from .api import compile, compile_modules
 from .artifact import load_compiled
 from .capture.module_graph import GraphInput, ModuleGraph, ModuleNode, NodeOutput

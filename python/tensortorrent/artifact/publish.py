@@ -23,8 +23,10 @@ EXCHANGE_RACES = (errno.ENOENT, errno.EBUSY)
 EXCHANGE_UNSUPPORTED = (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP)
 
 
-def publish_directory(target: str, write: Callable[[str], None]) -> str:
-    """Calls write(staging) to fill a fresh directory beside `target`, then swaps it in.
+def publish_directory(target: str, write: Callable[[str], None], marker: str = MANIFEST) -> str:
+    """Calls write(staging) to fill a fresh directory beside `target`, then swaps it in;
+    what is there already is replaced only if it is empty or holds `marker` (an earlier
+    artifact's manifest, or another kind of output's own file).
 
     Until the swap `target` keeps its previous contents; the swap is one atomic rename
     (an exchange when something is already there), so a crash or a kill at any moment
@@ -36,7 +38,7 @@ def publish_directory(target: str, write: Callable[[str], None]) -> str:
     """
     target = os.path.abspath(target)
     parent = os.path.dirname(target)
-    _check_replaceable(target)
+    _check_replaceable(target, marker)
     staging = tempfile.mkdtemp(prefix=f".{os.path.basename(target)}.saving-", dir=parent)
     try:
         write(staging)
@@ -51,8 +53,8 @@ def publish_directory(target: str, write: Callable[[str], None]) -> str:
     return target
 
 
-def _check_replaceable(target: str) -> None:
-    """Refuses to replace anything but an earlier artifact or an empty directory."""
+def _check_replaceable(target: str, marker: str) -> None:
+    """Refuses to replace anything but an earlier output (holding `marker`) or an empty directory."""
     if os.path.islink(target):
         raise ArtifactError(f"{target}: is a symlink; refusing to save through it")
     if not os.path.lexists(target):
@@ -60,8 +62,9 @@ def _check_replaceable(target: str) -> None:
     if not os.path.isdir(target):
         raise ArtifactError(f"{target}: exists and is not a directory; refusing to replace it")
     contents = os.listdir(target)
-    if contents and MANIFEST not in contents:
-        raise ArtifactError(f"{target}: exists and is not a TensorTorrent artifact; refusing to replace it")
+    if contents and marker not in contents:
+        what = "a TensorTorrent artifact" if marker == MANIFEST else f"an earlier output (no {marker})"
+        raise ArtifactError(f"{target}: exists and is not {what}; refusing to replace it")
 
 
 def _swap_in(staging: str, target: str) -> None:

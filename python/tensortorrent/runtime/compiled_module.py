@@ -59,6 +59,16 @@ def register_saver(save: Callable[[ArtifactParts, str | os.PathLike, str], str])
     _SAVER = save
 
 
+# The pipeline package registers its exporter here (tensortorrent.pipeline, on import).
+_PIPELINE_EXPORTER: Callable[..., str] | None = None
+
+
+def register_pipeline_exporter(export: Callable[..., str]) -> None:
+    """Sets what compiled.export_pipeline() calls."""
+    global _PIPELINE_EXPORTER
+    _PIPELINE_EXPORTER = export
+
+
 class CompiledModule(nn.Module):
     """Runs a compiled plan; called like the original model, it returns the same outputs.
 
@@ -282,6 +292,11 @@ class CompiledModule(nn.Module):
         return dict(self._last_peaks)
 
     @property
+    def streams_weights(self) -> bool:
+        """Whether calls read weights from disk (a RAM budget below the weights)."""
+        return self._streams
+
+    @property
     def uses_direct_path(self) -> bool:
         return self._plan.direct and not self._streams
 
@@ -362,6 +377,22 @@ class CompiledModule(nn.Module):
         if _SAVER is None:
             raise UnsupportedError("save: artifact support is not loaded (import tensortorrent)")
         return _SAVER(self.artifact_parts(), path, weights)
+
+    def export_pipeline(
+        self,
+        directory: str | os.PathLike,
+        num_stages: int,
+        n_microbatches: int | None = None,
+        link_bytes_per_s: float | None = None,
+    ) -> str:
+        """Writes this program as `num_stages` pipeline stages that torchrun runs, one
+        process per stage, through torch.distributed.pipelining; returns the torchrun
+        command (also written as DIR/torchrun.sh). The compiled shapes are one
+        microbatch; a pipeline call takes `n_microbatches` (default: `num_stages`) of
+        them. See tensortorrent/pipeline/export.py."""
+        if _PIPELINE_EXPORTER is None:
+            raise UnsupportedError("export_pipeline: pipeline support is not loaded (import tensortorrent)")
+        return _PIPELINE_EXPORTER(self, directory, num_stages, n_microbatches, link_bytes_per_s)
 
     def artifact_parts(self) -> ArtifactParts:
         """What an artifact of this module holds: the program, plan and their descriptions."""

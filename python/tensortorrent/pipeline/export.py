@@ -1,0 +1,219 @@
+"""compiled.export_pipeline: a compiled program as pipeline stages that
+torch.distributed.pipelining runs, one process (rank) per stage, launched by torchrun.
+
+The directory holds `pp_plan.json` (the stages: their regions, inputs and outputs,
+weights, predicted times and boundary bytes; the microbatches; the schedule; the link
+speed assumed), one TensorTorrent artifact per stage (`stage_<k>/`: its program and only
+its weights, with their digests), `inputs.safetensors` (a batch to run: the default
+input), and `torchrun.sh`, the command that runs it on this machine.
+
+The compiled shapes are one microbatch: a pipeline call takes `n_microbatches` of them
+stacked along the first dimension of every input, and its outputs are the microbatches'
+outputs stacked the same way. In pp_plan.json the model's inputs and outputs have the
+whole batch's shapes, each stage's inputs and outputs one microbatch's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shlex
+import stat
+
+import torch
+from safetensors.torch import save_file
+
+from ..api import compile as compile_module
+from ..artifact.layout import MANIFEST
+from ..artifact.publish import publish_directory
+from ..errors import ArgumentValueError, UnsupportedFeatureError
+from ..hardware.loopback import loopback_bytes_per_s
+from ..planning.costs import measure_cpu_seconds
+from ..version import __version__
+from .cuts import Stage, plan_stages
+from .stage_module import StageModule
+
+PLAN = "pp_plan.json"
+INPUTS = "inputs.safetensors"
+LAUNCHER = "torchrun.sh"
+TORCH_REQUIRED = (2, 4)  # torch.distributed.pipelining's PipelineStage and schedules
+
+
+def export_pipeline(
+    compiled,
+    directory: str | os.PathLike,
+    num_stages: int,
+    n_microbatches: int | None = None,
+    link_bytes_per_s: float | None = None,
+) -> str:
+    """Writes the pipeline of `compiled` into `directory` (see the module docstring) and
+    returns the torchrun command that runs it. `link_bytes_per_s`: the speed between
+    ranks the stages are balanced for (default: this machine's TCP loopback, measured)."""
+    runner = compiled._runner
+    _check_exportable(compiled, runner)
+    n_microbatches = num_stages if n_microbatches is None else n_microbatches
+    _check_microbatches(num_stages, n_microbatches)
+    link_source = "given"
+    if link_bytes_per_s is None:
+        link_bytes_per_s, link_source = loopback_bytes_per_s(), "measured: TCP over 127.0.0.1"
+    elif isinstance(link_bytes_per_s, bool) or not isinstance(link_bytes_per_s, (int, float)) or link_bytes_per_s <= 0:
+        raise ArgumentValueError(f"export_pipeline: link_bytes_per_s: expected bytes/s > 0, got {link_bytes_per_s!r}")
+    batch = _example_batch(compiled.input_signature, n_microbatches)
+    microbatch = [value.chunk(n_microbatches)[0] for value in batch.values()]
+    seconds = [cost.cpu_seconds for cost in compiled.region_costs]
+    if any(s is None for s in seconds):
+        seconds = measure_cpu_seconds(runner, microbatch)
+    stages = plan_stages(runner, seconds, num_stages, float(link_bytes_per_s))
+    directory = os.path.abspath(os.fspath(directory))
+    command = f"torchrun --standalone --nproc-per-node={num_stages} -m tensortorrent.pipeline {shlex.quote(directory)}"
+
+    def write(staging: str) -> None:
+        values = _values_at_cuts(runner, microbatch, stages)
+        described = []
+        for index, stage in enumerate(stages):
+            described.append(_write_stage(compiled, runner, stage, index, values[index], staging))
+        save_file(batch, os.path.join(staging, INPUTS))
+        plan = _plan_json(compiled, runner, stages, described, batch, n_microbatches, link_bytes_per_s, link_source)
+        plan["command"] = command
+        _write(os.path.join(staging, PLAN), json.dumps(plan, indent=2) + "\n")
+        launcher = os.path.join(staging, LAUNCHER)
+        _write(launcher, _launcher_script(num_stages))
+        os.chmod(launcher, os.stat(launcher).st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+
+    publish_directory(directory, write, marker=PLAN)
+    return command
+
+
+def _check_exportable(compiled, runner) -> None:
+    leaves = compiled.input_signature.leaves
+    odd = [leaf.path for leaf in leaves if leaf.shape is None or not leaf.shape]
+    if odd:
+        raise ArgumentValueError(
+            f"export_pipeline: every input must be a tensor with a batch dimension to split into microbatches; "
+            f"{', '.join(odd)} is not"
+        )
+    if runner.mutations:
+        raise UnsupportedFeatureError("export_pipeline", "a model that updates its own buffers")
+    if any(value is None for value in runner.bound_values):
+        raise UnsupportedFeatureError(
+            "export_pipeline", "weights streamed from disk", "load or compile the model without a RAM budget to export"
+        )
+    if any(slot is None or runner.slot_meta[slot] is None for slot, _ in runner.outputs):
+        raise ArgumentValueError("export_pipeline: every output of the model must be a tensor to send between ranks")
+
+
+def _check_microbatches(num_stages: int, n_microbatches: object) -> None:
+    if isinstance(n_microbatches, bool) or not isinstance(n_microbatches, int):
+        raise ArgumentValueError(f"export_pipeline: n_microbatches: expected an int, got {n_microbatches!r}")
+    if n_microbatches < num_stages:
+        raise ArgumentValueError(
+            f"export_pipeline: n_microbatches={n_microbatches} is fewer than the {num_stages} stages; "
+            "every stage needs a microbatch of its own to work on"
+        )
+
+
+def _example_batch(signature, n_microbatches: int) -> dict[str, torch.Tensor]:
+    """A batch of `n_microbatches` microbatches of the compiled shapes, by input path:
+    seeded normal values for floating inputs, zeros otherwise (valid token ids, masks)."""
+    generator = torch.Generator().manual_seed(0)
+    batch = {}
+    for leaf in signature.leaves:
+        shape = (leaf.shape[0] * n_microbatches, *leaf.shape[1:])
+        if leaf.dtype.is_floating_point:
+            batch[leaf.path] = torch.randn(shape, generator=generator).to(leaf.dtype)
+        else:
+            batch[leaf.path] = torch.zeros(shape, dtype=leaf.dtype)
+    return batch
+
+
+def _values_at_cuts(runner, microbatch: list[torch.Tensor], stages: list[Stage]) -> list[tuple]:
+    """Per stage, its input values on the example microbatch (the program run inline)."""
+    call = runner.new_call(microbatch)
+    values = []
+    with torch.no_grad():
+        for stage in stages:
+            values.append(tuple(call.env[slot] for slot in stage.inputs))
+            for region in range(stage.first, stage.end):
+                call.run_region(region)
+    return values
+
+
+def _write_stage(compiled, runner, stage: Stage, index: int, example: tuple, staging: str) -> dict:
+    program = compiled.artifact_parts().program
+    names = [bound.names[0] for bound in program.bound]
+    kinds = [bound.kind for bound in program.bound]
+    module = StageModule(runner, stage, names, kinds).eval()
+    stage_compiled = compile_module(module, example, devices="cpu")
+    name = f"stage_{index}"
+    stage_compiled.save(os.path.join(staging, name))
+    with open(os.path.join(staging, name, MANIFEST), "rb") as manifest:
+        digest = hashlib.sha256(manifest.read()).hexdigest()
+    return {
+        "index": index,
+        "directory": name,
+        "regions": [compiled._regions[r].name for r in range(stage.first, stage.end)],
+        "inputs": [_value(runner, slot) for slot in stage.inputs],
+        "outputs": [_value(runner, slot) for slot in stage.outputs],
+        "parameter_bytes": module.weight_bytes,
+        "compute_s": stage.compute_s,
+        "boundary_bytes": stage.boundary_bytes,
+        "predicted_s": stage.predicted_s,
+        "manifest_sha256": digest,
+    }
+
+
+def _value(runner, slot: int, microbatches: int = 1) -> dict:
+    """A value's name, dtype and shape (of one microbatch, or of `microbatches` of them)."""
+    dtype, shape = runner.slot_meta[slot]
+    shape = [shape[0] * microbatches, *shape[1:]]
+    return {"name": f"v{slot}", "dtype": str(dtype).removeprefix("torch."), "shape": shape}
+
+
+def plain_name(path: str) -> str:
+    """An output's pytree path as a plain name: "['logits']" -> "logits", "[0][1]" -> "0.1"."""
+    parts = [
+        key or index or attribute for key, index, attribute in re.findall(r"\['([^']*)'\]|\[(\d+)\]|\.(\w+)", path)
+    ]
+    return ".".join(parts) or "output"
+
+
+def _plan_json(compiled, runner, stages, described, batch, n_microbatches, link, link_source) -> dict:
+    output_names = [plain_name(path) for path, _ in compiled.output_leaves()]
+    return {
+        "format": 1,
+        "model": compiled.artifact_parts().model_name,
+        "schedule": "GPipe",
+        "num_stages": len(stages),
+        "n_microbatches": n_microbatches,
+        "link_bytes_per_s": link,
+        "link": link_source,
+        "torch_required": ".".join(map(str, TORCH_REQUIRED)),
+        "exported_with": {"torch": torch.__version__, "tensortorrent": __version__},
+        "inputs": [
+            {"name": name, "dtype": str(value.dtype).removeprefix("torch."), "shape": list(value.shape)}
+            for name, value in batch.items()
+        ],
+        "outputs": [
+            {**_value(runner, slot, n_microbatches), "name": name, "name_in_stage": f"v{slot}"}
+            for name, (slot, _) in zip(output_names, runner.outputs)
+        ],
+        "predicted_s_per_microbatch": max(stage.predicted_s for stage in stages),
+        "stages": described,
+    }
+
+
+def _launcher_script(num_stages: int) -> str:
+    return (
+        "#!/bin/sh\n"
+        "# Runs this pipeline on this machine, one process per stage; arguments go on to the runner\n"
+        "# (python -m tensortorrent.pipeline --help). Across machines, give torchrun --nnodes and\n"
+        "# --rdzv-endpoint instead of --standalone.\n"
+        f'exec torchrun --standalone --nproc-per-node={num_stages} -m tensortorrent.pipeline "$(dirname "$0")" "$@"\n'
+    )
+
+
+def _write(path: str, text: str) -> None:
+    with open(path, "w", encoding="utf-8") as file:
+        file.write(text)
