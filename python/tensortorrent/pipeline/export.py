@@ -23,7 +23,6 @@ import shlex
 import stat
 
 import torch
-from safetensors.torch import save_file
 
 from ..api import compile as compile_module
 from ..artifact.layout import MANIFEST
@@ -34,6 +33,7 @@ from ..planning.costs import measure_cpu_seconds
 from ..version import __version__
 from .cuts import Stage, plan_stages
 from .stage_module import StageModule
+from .tensor_files import save_tensors
 
 PLAN = "pp_plan.json"
 INPUTS = "inputs.safetensors"
@@ -47,11 +47,15 @@ def export_pipeline(
     num_stages: int,
     n_microbatches: int | None = None,
     link_bytes_per_s: float | None = None,
+    training: bool = False,
 ) -> str:
     """Writes the pipeline of `compiled` into `directory` (see the module docstring) and
     returns the torchrun command that runs it. `link_bytes_per_s`: the speed between
-    ranks the stages are balanced for (default: this machine's TCP loopback, measured)."""
-    runner = compiled._runner
+    ranks the stages are balanced for (default: this machine's TCP loopback, measured).
+    `training`: the stages of the program captured in training mode (a module compiled
+    with allow_training=True), for the 1F1B schedule with a loss on the last stage."""
+    source = _source_of(compiled, training)
+    runner = source._runner
     _check_exportable(compiled, runner)
     n_microbatches = num_stages if n_microbatches is None else n_microbatches
     _check_microbatches(num_stages, n_microbatches)
@@ -73,17 +77,34 @@ def export_pipeline(
         values = _values_at_cuts(runner, microbatch, stages)
         described = []
         for index, stage in enumerate(stages):
-            described.append(_write_stage(compiled, runner, stage, index, values[index], staging))
-        save_file(batch, os.path.join(staging, INPUTS))
+            described.append(_write_stage(source, runner, stage, index, values[index], staging))
+        save_tensors(batch, os.path.join(staging, INPUTS))
         plan = _plan_json(compiled, runner, stages, described, batch, n_microbatches, link_bytes_per_s, link_source)
+        plan.update(training=training, schedule="1F1B" if training else "GPipe")
         plan["command"] = command
         _write(os.path.join(staging, PLAN), json.dumps(plan, indent=2) + "\n")
         launcher = os.path.join(staging, LAUNCHER)
         _write(launcher, _launcher_script(num_stages))
         os.chmod(launcher, os.stat(launcher).st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
 
+    os.makedirs(os.path.dirname(directory), exist_ok=True)
     publish_directory(directory, write, marker=PLAN)
     return command
+
+
+def _source_of(compiled, training: bool):
+    """The compiled program the stages come from: the module's, or its training twin's."""
+    if not isinstance(training, bool):
+        raise ArgumentValueError(f"export_pipeline: training: expected a bool, got {training!r}")
+    if not training:
+        return compiled
+    if compiled._trainer is None:
+        raise UnsupportedFeatureError(
+            "a training pipeline (training=True)",
+            "a module compiled for inference",
+            "compile with tt.CompileConfig(allow_training=True)",
+        )
+    return compiled._trainer
 
 
 def _check_exportable(compiled, runner) -> None:
@@ -140,8 +161,8 @@ def _values_at_cuts(runner, microbatch: list[torch.Tensor], stages: list[Stage])
     return values
 
 
-def _write_stage(compiled, runner, stage: Stage, index: int, example: tuple, staging: str) -> dict:
-    program = compiled.artifact_parts().program
+def _write_stage(source, runner, stage: Stage, index: int, example: tuple, staging: str) -> dict:
+    program = source.artifact_parts().program
     names = [bound.names[0] for bound in program.bound]
     kinds = [bound.kind for bound in program.bound]
     module = StageModule(runner, stage, names, kinds).eval()
@@ -153,10 +174,11 @@ def _write_stage(compiled, runner, stage: Stage, index: int, example: tuple, sta
     return {
         "index": index,
         "directory": name,
-        "regions": [compiled._regions[r].name for r in range(stage.first, stage.end)],
+        "regions": [source._regions[r].name for r in range(stage.first, stage.end)],
         "inputs": [_value(runner, slot) for slot in stage.inputs],
         "outputs": [_value(runner, slot) for slot in stage.outputs],
         "parameter_bytes": module.weight_bytes,
+        "weight_names": module.weight_names(),
         "compute_s": stage.compute_s,
         "boundary_bytes": stage.boundary_bytes,
         "predicted_s": stage.predicted_s,

@@ -21,13 +21,14 @@ import time
 
 import torch
 import torch.distributed as dist
-from safetensors.torch import load_file, save_file
+from torch import nn
 
 from ..artifact.layout import MANIFEST
 from ..config import CompileConfig
 from ..errors import ArgumentValueError, ArtifactError
 from ..files import write_text_atomically
 from .export import INPUTS, PLAN, TORCH_REQUIRED
+from .tensor_files import load_tensors, save_tensors
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -38,6 +39,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--ram-budget-bytes", type=int, help="this rank's RAM budget: its stage's weights stream")
     parser.add_argument("--report", help="a JSON file per rank (RANK replaced): timings and peak memory")
     parser.add_argument("--timeout-s", type=float, default=300.0, help="the most any step waits for a peer")
+    training = parser.add_argument_group("a training pipeline (exported with training=True)")
+    training.add_argument("--targets", help="a safetensors file holding `target`, what the loss compares with")
+    training.add_argument("--loss", choices=sorted(LOSSES), default="mse", help="the loss on the last stage")
+    training.add_argument("--steps", type=int, default=1, help="training steps on the batch")
+    training.add_argument("--lr", type=float, default=0.0, help="SGD's learning rate (0: gradients only)")
+    training.add_argument("--gradients", help="a safetensors file per rank (RANK replaced): its weights' gradients")
     return parser.parse_args(argv)
 
 
@@ -111,30 +118,131 @@ def run(args, plan: dict, compiled, rank: int) -> dict:
     described = plan["stages"][rank]
     example = tuple(torch.zeros(value["shape"], dtype=getattr(torch, value["dtype"])) for value in described["inputs"])
     num_stages, last = plan["num_stages"], rank == plan["num_stages"] - 1
+    inputs = read_inputs(args.inputs or os.path.join(args.directory, INPUTS), plan) if rank == 0 else []
+    report = {
+        "stage": rank,
+        "weights_streamed": compiled.streams_weights,
+        "stage_parameter_bytes": described["parameter_bytes"],
+    }
+    if plan.get("training"):
+        return report | train(args, plan, compiled, rank, example, inputs)
     stage = PipelineStage(compiled, rank, num_stages, torch.device("cpu"), input_args=example)
     schedule = ScheduleGPipe(stage, n_microbatches=plan["n_microbatches"])
-    inputs = read_inputs(args.inputs or os.path.join(args.directory, INPUTS), plan) if rank == 0 else []
     start = time.perf_counter()
     with torch.no_grad():
         outputs = schedule.step(*inputs)
-    seconds = time.perf_counter() - start
+    report["step_s"] = time.perf_counter() - start
     if last:
         outputs = outputs if isinstance(outputs, tuple) else (outputs,)
         names = [output["name"] for output in plan["outputs"]]
         target = args.outputs or os.path.join(args.directory, "outputs.safetensors")
-        save_atomically({name: value.contiguous() for name, value in zip(names, outputs)}, target)
-    return {
-        "stage": rank,
-        "step_s": seconds,
-        "weights_streamed": compiled.streams_weights,
-        "stage_parameter_bytes": described["parameter_bytes"],
-    }
+        save_tensors({name: value.contiguous() for name, value in zip(names, outputs)}, target)
+    return report
+
+
+def train(args, plan: dict, compiled, rank: int, example: tuple, inputs: list) -> dict:
+    """`--steps` training steps of the 1F1B schedule over the batch, the loss on the last
+    stage; weights tied across stages get the sum of their gradients on every rank that
+    holds them before each step; `--gradients` writes this rank's after the last step."""
+    from torch.distributed.pipelining import PipelineStage, Schedule1F1B
+
+    if compiled.streams_weights:
+        raise ArgumentValueError("--ram-budget-bytes: a training pipeline's stages cannot stream their weights yet")
+    num_stages, last = plan["num_stages"], rank == plan["num_stages"] - 1
+    module = RecordedStage(compiled)
+    stage = PipelineStage(module, rank, num_stages, torch.device("cpu"), input_args=example)
+    loss = LOSSES[args.loss]
+    schedule = Schedule1F1B(stage, n_microbatches=plan["n_microbatches"], loss_fn=lambda out, y: loss(_one(out), y))
+    targets = read_targets(args.targets, plan) if last else None
+    tied = tied_groups(plan)
+    names = plan["stages"][rank]["weight_names"]
+    parameters = dict(module.compiled.model.named_parameters())
+    losses_per_step, seconds = [], []
+    for _ in range(args.steps):
+        module.zero_grad(set_to_none=True)
+        losses: list[torch.Tensor] = []
+        start = time.perf_counter()
+        if last:
+            schedule.step(*inputs, target=targets, losses=losses)
+        else:
+            schedule.step(*inputs)
+        sum_tied_gradients(tied, parameters, names)
+        if args.lr:
+            with torch.no_grad():
+                for parameter in parameters.values():
+                    if parameter.grad is not None:
+                        parameter -= args.lr * parameter.grad
+        seconds.append(time.perf_counter() - start)
+        if last:
+            losses_per_step.append(float(torch.stack(losses).detach().mean()))
+    if args.gradients:
+        gradients = {names[n]: p.grad.contiguous() for n, p in parameters.items() if p.grad is not None}
+        save_tensors(gradients, args.gradients.replace("RANK", str(rank)))
+    return {"step_s": seconds, "losses": losses_per_step}
+
+
+class RecordedStage(nn.Module):
+    """A stage's compiled program run with autograd recording it (CompiledModule.run_recorded)."""
+
+    def __init__(self, compiled) -> None:
+        super().__init__()
+        self.compiled = compiled
+
+    def forward(self, *args):
+        return self.compiled.run_recorded(*args)
+
+
+def _one(outputs):
+    return outputs[0] if isinstance(outputs, tuple) and len(outputs) == 1 else outputs
+
+
+def _cross_entropy(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    return nn.functional.cross_entropy(logits.flatten(0, -2), target.flatten())
+
+
+LOSSES = {"mse": nn.functional.mse_loss, "cross_entropy": _cross_entropy}
+
+
+def read_targets(path: str | None, plan: dict) -> torch.Tensor:
+    if path is None:
+        raise ArgumentValueError("a training pipeline needs --targets FILE (a safetensors file holding `target`)")
+    try:
+        tensors = load_tensors(path)
+    except FileNotFoundError:
+        raise ArgumentValueError(f"--targets {path}: no such file") from None
+    if "target" not in tensors:
+        raise ArgumentValueError(f"--targets {path}: holds {sorted(tensors)}, expected `target`")
+    target = tensors["target"]
+    batch = plan["inputs"][0]["shape"][0]
+    if not target.shape or target.shape[0] != batch:
+        raise ArgumentValueError(f"--targets {path}: `target` has shape {list(target.shape)}, expected {batch} rows")
+    return target
+
+
+def tied_groups(plan: dict) -> dict[str, object]:
+    """Per model weight held by several stages, the process group of their ranks (every
+    rank creates every group, in the same order, as torch.distributed requires)."""
+    holders: dict[str, list[int]] = {}
+    for stage in plan["stages"]:
+        for name in dict.fromkeys(stage["weight_names"].values()):
+            holders.setdefault(name, []).append(stage["index"])
+    return {name: dist.new_group(ranks) for name, ranks in sorted(holders.items()) if len(ranks) > 1}
+
+
+def sum_tied_gradients(groups: dict, parameters: dict[str, torch.Tensor], names: dict[str, str]) -> None:
+    mine = {names[n]: p for n, p in parameters.items()}
+    for name, group in groups.items():
+        if name in mine:
+            parameter = mine[name]
+            if parameter.grad is None:
+                parameter.grad = torch.zeros_like(parameter)
+            dist.all_reduce(parameter.grad, group=group)
 
 
 def read_inputs(path: str, plan: dict) -> list[torch.Tensor]:
     """The inputs by the plan's names, checked against its dtypes and shapes."""
     try:
-        tensors = load_file(path)
+        tensors = load_tensors(path)
     except FileNotFoundError:
         raise ArgumentValueError(f"--inputs {path}: no such file") from None
     expected = plan["inputs"]
@@ -152,16 +260,6 @@ def read_inputs(path: str, plan: dict) -> list[torch.Tensor]:
             )
         inputs.append(tensor)
     return inputs
-
-
-def save_atomically(tensors: dict[str, torch.Tensor], path: str) -> None:
-    partial = f"{path}.partial-{os.getpid()}"
-    try:
-        save_file(tensors, partial)
-        os.replace(partial, path)
-    finally:
-        if os.path.exists(partial):
-            os.unlink(partial)
 
 
 def peak_rss_bytes() -> int:

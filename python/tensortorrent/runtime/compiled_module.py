@@ -384,15 +384,26 @@ class CompiledModule(nn.Module):
         num_stages: int,
         n_microbatches: int | None = None,
         link_bytes_per_s: float | None = None,
+        training: bool = False,
     ) -> str:
         """Writes this program as `num_stages` pipeline stages that torchrun runs, one
         process per stage, through torch.distributed.pipelining; returns the torchrun
         command (also written as DIR/torchrun.sh). The compiled shapes are one
         microbatch; a pipeline call takes `n_microbatches` (default: `num_stages`) of
-        them. See tensortorrent/pipeline/export.py."""
+        them. `training`: the training program's stages (allow_training=True), run
+        with the 1F1B schedule and a loss on the last stage. See
+        tensortorrent/pipeline/export.py."""
         if _PIPELINE_EXPORTER is None:
             raise UnsupportedError("export_pipeline: pipeline support is not loaded (import tensortorrent)")
-        return _PIPELINE_EXPORTER(self, directory, num_stages, n_microbatches, link_bytes_per_s)
+        return _PIPELINE_EXPORTER(self, directory, num_stages, n_microbatches, link_bytes_per_s, training)
+
+    def run_recorded(self, *args: Any, **kwargs: Any) -> Any:
+        """Runs the program inline on the calling thread with autograd recording it,
+        whatever the mode: for a pipeline stage that trains (pipeline/runner.py), whose
+        artifact holds a program captured in training mode."""
+        flat = self._signature.flatten(args, kwargs)
+        with torch.enable_grad():
+            return self._runner.run_inline(flat, grad=True)
 
     def artifact_parts(self) -> ArtifactParts:
         """What an artifact of this module holds: the program, plan and their descriptions."""
