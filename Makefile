@@ -100,6 +100,7 @@ bench: $(VENV)/.built
 	$(PY) bench/planner.py
 	$(PY) bench/streaming.py
 	$(PY) bench/train_step.py
+	$(PY) bench/pipeline.py
 	$(PY) bench/serve_load.py
 
 clean:

@@ -113,3 +113,11 @@ def test_train_step_benchmark_quick_run(tmp_path):
         assert results[workload]["first_loss_abs_diff"] < 1e-3, "the same weights, batch and masks"
         assert results[workload]["regions"] > 1
     assert results["streamed_virtual_device"]["devices"] == ["acc"]
+
+
+def test_pipeline_benchmark_quick_run(tmp_path):
+    results = run_quick("pipeline.py", tmp_path / "pipeline.json")
+    assert len(results["stages"]) == 2 and results["microbatches"] == 8
+    assert results["pipeline"]["samples_per_s"] > 0 and results["single_process"]["samples_per_s"] > 0
+    for stage in results["stages"]:
+        assert stage["predicted_microbatch_s"] > 0 and stage["measured_microbatch_s"] > 0

@@ -39,6 +39,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--ram-budget-bytes", type=int, help="this rank's RAM budget: its stage's weights stream")
     parser.add_argument("--report", help="a JSON file per rank (RANK replaced): timings and peak memory")
     parser.add_argument("--timeout-s", type=float, default=300.0, help="the most any step waits for a peer")
+    parser.add_argument("--repeat", type=int, default=1, help="inference steps on the batch (for timing)")
     training = parser.add_argument_group("a training pipeline (exported with training=True)")
     training.add_argument("--targets", help="a safetensors file holding `target`, what the loss compares with")
     training.add_argument("--loss", choices=sorted(LOSSES), default="mse", help="the loss on the last stage")
@@ -126,12 +127,19 @@ def run(args, plan: dict, compiled, rank: int) -> dict:
     }
     if plan.get("training"):
         return report | train(args, plan, compiled, rank, example, inputs)
-    stage = PipelineStage(compiled, rank, num_stages, torch.device("cpu"), input_args=example)
+    timed = TimedStage(compiled)
+    stage = PipelineStage(timed, rank, num_stages, torch.device("cpu"), input_args=example)
     schedule = ScheduleGPipe(stage, n_microbatches=plan["n_microbatches"])
-    start = time.perf_counter()
-    with torch.no_grad():
-        outputs = schedule.step(*inputs)
-    report["step_s"] = time.perf_counter() - start
+    steps, computing = [], []
+    for _ in range(args.repeat):
+        timed.seconds.clear()
+        start = time.perf_counter()
+        with torch.no_grad():
+            outputs = schedule.step(*inputs)
+        steps.append(time.perf_counter() - start)
+        computing.append(list(timed.seconds))
+    # What a step spends beyond computing its microbatches is sending, receiving and waiting for peers.
+    report.update(step_s=steps, microbatch_compute_s=computing, predicted_microbatch_s=described["compute_s"])
     if last:
         outputs = outputs if isinstance(outputs, tuple) else (outputs,)
         names = [output["name"] for output in plan["outputs"]]
@@ -179,6 +187,21 @@ def train(args, plan: dict, compiled, rank: int, example: tuple, inputs: list) -
         gradients = {names[n]: p.grad.contiguous() for n, p in parameters.items() if p.grad is not None}
         save_tensors(gradients, args.gradients.replace("RANK", str(rank)))
     return {"step_s": seconds, "losses": losses_per_step}
+
+
+class TimedStage(nn.Module):
+    """A stage's compiled program, each call's duration kept (`seconds`)."""
+
+    def __init__(self, compiled) -> None:
+        super().__init__()
+        self.compiled = compiled
+        self.seconds: list[float] = []
+
+    def forward(self, *args):
+        start = time.perf_counter()
+        outputs = self.compiled(*args)
+        self.seconds.append(time.perf_counter() - start)
+        return outputs
 
 
 class RecordedStage(nn.Module):
