@@ -4,8 +4,12 @@ stages for torchrun (see tensortorrent/pipeline/export.py)."""
 from __future__ import annotations
 
 import argparse
+import json
+import os
 
 from ..artifact import load_compiled
+from ..observe.units import format_bytes
+from ..pipeline.export import PLAN
 
 
 def add_parser(commands) -> None:
@@ -30,5 +34,17 @@ def add_parser(commands) -> None:
 def run(args: argparse.Namespace) -> int:
     compiled = load_compiled(args.artifact)
     command = compiled.export_pipeline(args.directory, args.stages, args.microbatches, args.link_bandwidth)
-    print(f"wrote {args.stages} stage(s) to {args.directory}; run them with:\n  {command}")
+    with open(os.path.join(args.directory, PLAN), encoding="utf-8") as file:
+        plan = json.load(file)
+    print(
+        f"{plan['num_stages']} stage(s), {plan['n_microbatches']} microbatches, schedule {plan['schedule']}; "
+        f"link {format_bytes(plan['link_bytes_per_s'])}/s ({plan['link']})"
+    )
+    for stage in plan["stages"]:
+        print(
+            f"  stage {stage['index']}: regions {stage['regions'][0]} .. {stage['regions'][-1]}, "
+            f"weights {format_bytes(stage['parameter_bytes'])}, boundary {format_bytes(stage['boundary_bytes'])}, "
+            f"predicted {stage['predicted_s'] * 1e3:.2f} ms per microbatch"
+        )
+    print(f"wrote {args.directory}; run it with:\n  {command}")
     return 0
