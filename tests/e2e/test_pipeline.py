@@ -205,3 +205,16 @@ def test_a_training_pipeline_runs_1f1b_and_its_gradients_equal_eagers(tmp_path):
             torch.testing.assert_close(gradient, parameter.grad, rtol=1e-4, atol=1e-5)
     with pytest.raises(tt.UnsupportedFeatureError, match="allow_training=True"):
         tt.compile(model.eval(), (ids,), devices="cpu").export_pipeline(tmp_path / "no", 2, training=True)
+
+
+def test_a_model_streamed_from_disk_exports_a_stage_at_a_time(wide, tmp_path):
+    model, _, _ = wide
+    config = tt.CompileConfig(max_region_nodes=1, ram_budget_bytes=40 << 20, spill_dir=str(tmp_path / "spill"))
+    batch = torch.randn(2, 2048)
+    compiled = tt.compile(model, (batch,), config=config, devices="cpu")
+    assert compiled.streams_weights
+    compiled.export_pipeline(tmp_path / "streamed" / "pipeline", 2)
+    outputs = run_ok(tmp_path / "streamed" / "pipeline", "--ram-budget-bytes", str(24 << 20))
+    inputs = load_file(tmp_path / "streamed" / "pipeline" / "inputs.safetensors")["args[0]"]
+    with torch.no_grad():
+        torch.testing.assert_close(outputs["output"], model(inputs))

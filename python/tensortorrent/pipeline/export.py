@@ -28,6 +28,7 @@ from ..api import compile as compile_module
 from ..artifact.layout import MANIFEST
 from ..artifact.publish import publish_directory
 from ..errors import ArgumentValueError, UnsupportedFeatureError
+from ..from_checkpoint import read_weight
 from ..hardware.loopback import loopback_bytes_per_s
 from ..planning.costs import measure_cpu_seconds
 from ..version import __version__
@@ -66,18 +67,25 @@ def export_pipeline(
         raise ArgumentValueError(f"export_pipeline: link_bytes_per_s: expected bytes/s > 0, got {link_bytes_per_s!r}")
     batch = _example_batch(compiled.input_signature, n_microbatches)
     microbatch = [value.chunk(n_microbatches)[0] for value in batch.values()]
-    seconds = [cost.cpu_seconds for cost in compiled.region_costs]
-    if any(s is None for s in seconds):
-        seconds = measure_cpu_seconds(runner, microbatch)
+    on_disk = source.artifact_parts().weights_on_disk
+    seconds = _region_seconds(source, runner, microbatch, streamed=on_disk is not None)
     stages = plan_stages(runner, seconds, num_stages, float(link_bytes_per_s))
     directory = os.path.abspath(os.fspath(directory))
     command = f"torchrun --standalone --nproc-per-node={num_stages} -m tensortorrent.pipeline {shlex.quote(directory)}"
 
     def write(staging: str) -> None:
-        values = _values_at_cuts(runner, microbatch, stages)
         described = []
-        for index, stage in enumerate(stages):
-            described.append(_write_stage(source, runner, stage, index, values[index], staging))
+        # The program runs inline on the example microbatch, a stage at a time: each stage
+        # is compiled on the values that reach its cut, with its own weights alone in RAM.
+        call = runner.new_call(microbatch)
+        with torch.no_grad():
+            for index, stage in enumerate(stages):
+                example = tuple(call.env[slot] for slot in stage.inputs)
+                weights = _stage_weights(runner, stage, on_disk)
+                call.env[: runner.bound_count] = [weights.get(slot) for slot in range(runner.bound_count)]
+                described.append(_write_stage(source, runner, stage, index, example, weights, staging))
+                for region in range(stage.first, stage.end):
+                    call.run_region(region)
         save_tensors(batch, os.path.join(staging, INPUTS))
         plan = _plan_json(compiled, runner, stages, described, batch, n_microbatches, link_bytes_per_s, link_source)
         plan.update(training=training, schedule="1F1B" if training else "GPipe")
@@ -117,10 +125,6 @@ def _check_exportable(compiled, runner) -> None:
         )
     if runner.mutations:
         raise UnsupportedFeatureError("export_pipeline", "a model that updates its own buffers")
-    if any(value is None for value in runner.bound_values):
-        raise UnsupportedFeatureError(
-            "export_pipeline", "weights streamed from disk", "load or compile the model without a RAM budget to export"
-        )
     if any(slot is None or runner.slot_meta[slot] is None for slot, _ in runner.outputs):
         raise ArgumentValueError("export_pipeline: every output of the model must be a tensor to send between ranks")
 
@@ -149,23 +153,32 @@ def _example_batch(signature, n_microbatches: int) -> dict[str, torch.Tensor]:
     return batch
 
 
-def _values_at_cuts(runner, microbatch: list[torch.Tensor], stages: list[Stage]) -> list[tuple]:
-    """Per stage, its input values on the example microbatch (the program run inline)."""
-    call = runner.new_call(microbatch)
-    values = []
-    with torch.no_grad():
-        for stage in stages:
-            values.append(tuple(call.env[slot] for slot in stage.inputs))
-            for region in range(stage.first, stage.end):
-                call.run_region(region)
-    return values
+def _region_seconds(source, runner, microbatch: list[torch.Tensor], streamed: bool) -> list[float]:
+    """Each region's measured CPU time; measured now where the compile did not, or, when
+    weights stream from disk (and cannot all be in RAM to run), estimated from its FLOPs
+    at the rate of the regions that were measured (1 GFLOP/s where none were)."""
+    costs = source.region_costs
+    seconds = [cost.cpu_seconds for cost in costs]
+    if all(s is not None for s in seconds):
+        return seconds
+    if not streamed:
+        return measure_cpu_seconds(runner, microbatch)
+    known = [(c.flops, c.cpu_seconds) for c in costs if c.cpu_seconds]
+    rate = sum(f for f, _ in known) / sum(t for _, t in known) if known and sum(f for f, _ in known) else 1e9
+    return [c.cpu_seconds if c.cpu_seconds is not None else max(c.flops, 1) / rate for c in costs]
 
 
-def _write_stage(source, runner, stage: Stage, index: int, example: tuple, staging: str) -> dict:
-    program = source.artifact_parts().program
-    names = [bound.names[0] for bound in program.bound]
-    kinds = [bound.kind for bound in program.bound]
-    module = StageModule(runner, stage, names, kinds).eval()
+def _stage_weights(runner, stage: Stage, on_disk) -> dict[int, torch.Tensor]:
+    """The bound tensors a stage's regions read: the program's own, or read from the file
+    they stream from (a stage's at a time, so the export holds one stage's weights)."""
+    slots = sorted({s for k in runner.kernels[stage.first : stage.end] for s in k.in_slots if s < runner.bound_count})
+    values = runner.bound_values
+    return {slot: values[slot] if values[slot] is not None else read_weight(on_disk, slot) for slot in slots}
+
+
+def _write_stage(source, runner, stage: Stage, index: int, example: tuple, weights: dict, staging: str) -> dict:
+    bound = source.artifact_parts().program.bound
+    module = StageModule(runner, stage, {s: (bound[s].names[0], t, bound[s].kind) for s, t in weights.items()}).eval()
     stage_compiled = compile_module(module, example, devices="cpu")
     name = f"stage_{index}"
     stage_compiled.save(os.path.join(staging, name))

@@ -45,13 +45,10 @@ class StageModule(nn.Module):
     region is `regions.<k>`, a layer holding its weights, so a compile of this module
     cuts its regions where the program's were, and each streams its own weights."""
 
-    def __init__(self, runner, stage: Stage, bound_names: list[str], bound_kinds: list[str]) -> None:
+    def __init__(self, runner, stage: Stage, weights: dict[int, tuple[str, Any, str]]) -> None:
+        """`weights`: per bound slot its regions read, (name in the model, tensor, kind)."""
         super().__init__()
         kernels = runner.kernels[stage.first : stage.end]
-        weights = {
-            slot: (bound_names[slot], runner.bound_values[slot], bound_kinds[slot])
-            for slot in range(runner.bound_count)
-        }
         self.regions = nn.ModuleList(RegionStep(k.module, k.in_slots, weights) for k in kernels)
         self._writes = [kernel.out_slots for kernel in kernels]
         self._inputs, self._outputs = stage.inputs, stage.outputs
