@@ -59,7 +59,9 @@ def compile(
     file holding only a program's graph, whose weights then come from `checkpoint`.
 
     Returns a CompiledModule whose calls give the same outputs as `model` in eval mode.
-    The model's own training/eval flags are left as they were. A ModuleGraph is compiled
+    The model's own training/eval flags are left as they were. With
+    CompileConfig(allow_training=True) the model is also compiled as it runs in training
+    mode, and the module's train() switches its calls to that program, recorded by autograd. A ModuleGraph is compiled
     as the module that runs it. `devices` names where regions may compute: "auto" (the
     CPU and every CUDA or XPU device found), "cpu", names of the virtual devices declared
     in `machine`, or devices a backend finds ("cuda:0", a plugin's "kind:0"), whose link
