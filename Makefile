@@ -10,12 +10,14 @@ CPP_SOURCES := $(shell find cpp -name '*.h' -o -name '*.cc') CMakeLists.txt pypr
 all: $(VENV)/.built
 
 # Debian packages the C++ build needs: GoogleTest, and Python's headers where the
-# interpreter came without them (Debian's own python3); and hey, the HTTP load generator
-# of the serve benchmark (and its smoke test). Installed once, as root.
+# interpreter came without them (Debian's own python3); hey, the HTTP load generator
+# of the serve benchmark (and its smoke test); and chromium, the headless browser that
+# renders compiled.visualize()'s page in its test. Installed once, as root.
 system-deps:
 	@missing=""; \
 	[ -f /usr/include/gtest/gtest.h ] || missing="$$missing libgtest-dev"; \
 	command -v hey >/dev/null || missing="$$missing hey"; \
+	command -v chromium >/dev/null || command -v chromium-browser >/dev/null || missing="$$missing chromium"; \
 	$(PYTHON) -c 'import os, sys, sysconfig; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' \
 		|| missing="$$missing python3-dev"; \
 	if [ -n "$$missing" ]; then \
@@ -94,14 +96,21 @@ fuzz:
 	UBSAN_OPTIONS=print_stacktrace=1 build/fuzz/safetensors_fuzz -max_total_time=$(FUZZ_SECONDS) \
 		-max_len=4096 -artifact_prefix=build/fuzz/ build/fuzz/corpus cpp/fuzz/corpus/safetensors
 
+# The benchmarks, suite S1 first. Their baselines are pyproject.toml's bench extra, installed
+# first as plain packages (torch stays as it is). QUICK=1 passes --quick to every script: small
+# and short runs, a smoke test rather than a measurement.
+bench: BENCH_FLAGS = $(if $(filter 1,$(QUICK)),--quick)
 bench: $(VENV)/.built
-	$(PY) bench/overhead.py
-	$(PY) bench/artifact_load.py
-	$(PY) bench/planner.py
-	$(PY) bench/streaming.py
-	$(PY) bench/train_step.py
-	$(PY) bench/pipeline.py
-	$(PY) bench/serve_load.py
+	$(PY) -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["bench"]))' \
+		| xargs -d '\n' $(PY) -m pip install -q
+	$(PY) bench/s1_fit.py $(BENCH_FLAGS)
+	$(PY) bench/overhead.py $(BENCH_FLAGS)
+	$(PY) bench/artifact_load.py $(BENCH_FLAGS)
+	$(PY) bench/planner.py $(BENCH_FLAGS)
+	$(PY) bench/streaming.py $(BENCH_FLAGS)
+	$(PY) bench/train_step.py $(BENCH_FLAGS)
+	$(PY) bench/pipeline.py $(BENCH_FLAGS)
+	$(PY) bench/serve_load.py $(BENCH_FLAGS)
 
 clean:
 	rm -rf build $(VENV)

@@ -1,13 +1,17 @@
-"""What every benchmark here shares: the machine record, summaries and results files."""
+"""What every benchmark here shares: the machine record, interleaved timing, summaries and results files."""
 
 from __future__ import annotations
 
+import gc
 import json
 import mmap
 import os
 import platform
 import statistics
 import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
@@ -38,6 +42,65 @@ def summarize(samples: list[float]) -> dict:
         "max_us": max(samples),
         "samples_us": samples,
     }
+
+
+@dataclass(frozen=True)
+class Settings:
+    runs: int  # timed samples per system
+    sample_ns: int  # wall time one sample's batch of calls aims at
+    warmup_ns: int  # least time spent warming each system up
+
+
+def per_call_us(fn: Callable[[], object], calls: int) -> float:
+    """Mean microseconds per call over `calls` back-to-back calls."""
+    gc.disable()  # a collection inside a sample would be charged to whichever system ran it
+    try:
+        start = time.perf_counter_ns()
+        for _ in range(calls):
+            fn()
+        elapsed = time.perf_counter_ns() - start
+    finally:
+        gc.enable()
+    return elapsed / calls / 1e3
+
+
+def warm_up_and_size(fn: Callable[[], object], settings: Settings) -> int:
+    """Warms `fn` up, then returns how many calls make one sample of about sample_ns."""
+    calls, start = 0, time.perf_counter_ns()
+    while calls < 3 or time.perf_counter_ns() - start < settings.warmup_ns:
+        fn()
+        calls += 1
+    one_call_us = min(per_call_us(fn, 1) for _ in range(3))
+    return max(1, round(settings.sample_ns / 1e3 / one_call_us))
+
+
+def compare(
+    systems: dict[str, Callable[[], object]], settings: Settings, errors: dict[str, Exception] | None = None
+) -> dict[str, dict]:
+    """Times the systems interleaved (A, B, A, B, ...) so drift in the machine hits all alike.
+
+    Without `errors` an exception propagates. With it, a system that raises is dropped from
+    the timing and its exception kept there under its name, so one failing baseline does not
+    cost the others their figures."""
+    batch: dict[str, int] = {}
+    for name, fn in systems.items():
+        try:
+            batch[name] = warm_up_and_size(fn, settings)
+        except Exception as error:
+            if errors is None:
+                raise
+            errors[name] = error
+    samples: dict[str, list[float]] = {name: [] for name in batch}
+    for _ in range(settings.runs):
+        for name in list(batch):
+            try:
+                samples[name].append(per_call_us(systems[name], batch[name]))
+            except Exception as error:
+                if errors is None:
+                    raise
+                errors[name] = error
+                del batch[name]
+    return {name: {**summarize(samples[name]), "calls_per_sample": batch[name]} for name in batch}
 
 
 def busy_cpu_s() -> tuple[float, float]:

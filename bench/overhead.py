@@ -18,18 +18,16 @@ other processes used meanwhile is recorded as a noise gauge. See bench/README.md
 from __future__ import annotations
 
 import argparse
-import gc
 import os
 import statistics
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
 import torch
-from harness import busy_cpu_s, machine, spread, summarize, write_results
+from harness import Settings, busy_cpu_s, compare, machine, spread, summarize, write_results
 from torch import nn
 
 import tensortorrent as tt
@@ -41,48 +39,8 @@ NATIVE_CHAIN = 2000
 COMPILED_CHAIN = 200
 
 
-@dataclass(frozen=True)
-class Settings:
-    runs: int  # timed samples per system
-    sample_ns: int  # wall time one sample's batch of calls aims at
-    warmup_ns: int  # least time spent warming each system up
-
-
 FULL = Settings(runs=51, sample_ns=80_000_000, warmup_ns=300_000_000)
 QUICK = Settings(runs=5, sample_ns=10_000_000, warmup_ns=20_000_000)
-
-
-def per_call_us(fn: Callable[[], object], calls: int) -> float:
-    """Mean microseconds per call over `calls` back-to-back calls."""
-    gc.disable()  # a collection inside a sample would be charged to whichever system ran it
-    try:
-        start = time.perf_counter_ns()
-        for _ in range(calls):
-            fn()
-        elapsed = time.perf_counter_ns() - start
-    finally:
-        gc.enable()
-    return elapsed / calls / 1e3
-
-
-def warm_up_and_size(fn: Callable[[], object], settings: Settings) -> int:
-    """Warms `fn` up, then returns how many calls make one sample of about sample_ns."""
-    calls, start = 0, time.perf_counter_ns()
-    while calls < 3 or time.perf_counter_ns() - start < settings.warmup_ns:
-        fn()
-        calls += 1
-    one_call_us = min(per_call_us(fn, 1) for _ in range(3))
-    return max(1, round(settings.sample_ns / 1e3 / one_call_us))
-
-
-def compare(systems: dict[str, Callable[[], object]], settings: Settings) -> dict[str, dict]:
-    """Times the systems interleaved (A, B, A, B, ...) so drift in the machine hits both alike."""
-    batch = {name: warm_up_and_size(fn, settings) for name, fn in systems.items()}
-    samples: dict[str, list[float]] = {name: [] for name in systems}
-    for _ in range(settings.runs):
-        for name, fn in systems.items():
-            samples[name].append(per_call_us(fn, batch[name]))
-    return {name: {**summarize(samples[name]), "calls_per_sample": batch[name]} for name in systems}
 
 
 @contextmanager

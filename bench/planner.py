@@ -2,7 +2,8 @@
 
 (a) optimality: random small problems (2-8 regions x 2-3 devices) solved by the search
     and exhaustively; the gap of the search's list-schedule latency to the optimum.
-(b) planning time: a 1,000-region graph (a chain with skip edges) on 4 devices.
+(b) planning time: a 1,000-region graph (a chain with skip edges) on 4 devices, and the
+    same kind of graph at 10 to 1,000 regions, to show how it scales.
 (c) against Accelerate's device_map="auto": accelerators in order take whole regions, in
     order, while they fit, never going back to a device they left; a region that fits on
     none is offloaded: its weights stay in host RAM and are copied to the first
@@ -60,15 +61,23 @@ def random_problem(rng: random.Random, regions: int, devices: int) -> _core.Plac
 def optimality(instances: int) -> dict:
     rng = random.Random(0)
     gaps = []
+    by_regions: dict[int, list[float]] = {}
     for _ in range(instances):
-        problem = random_problem(rng, rng.randint(2, 8), rng.randint(2, 3))
+        regions = rng.randint(2, 8)
+        problem = random_problem(rng, regions, rng.randint(2, 3))
         found, best = _core.search_placement(problem), _core.exhaustive_placement(problem)
         gaps.append(found.best_value / best.best_value - 1.0)
+        by_regions.setdefault(regions, []).append(gaps[-1])
     return {
         "instances": instances,
         "median_gap": statistics.median(gaps),
         "worst_gap": max(gaps),
         "within_1_percent": sum(g <= 0.01 for g in gaps) / len(gaps),
+        # Per problem size, so that a figure can show whether the gap grows with it.
+        "by_regions": [
+            {"regions": n, "instances": len(g), "median_gap": statistics.median(g), "worst_gap": max(g)}
+            for n, g in sorted(by_regions.items())
+        ],
     }
 
 
@@ -100,19 +109,36 @@ def greedy_fill(problem: _core.PlacementProblem) -> tuple[list[int], list[bool]]
     return accelerate_fill([region.param_bytes for region in problem.regions], rooms)
 
 
-def large(regions: int, devices: int, runs: int) -> dict:
-    problem = random_problem(random.Random(1), regions, devices)
+def timed_search(problem: _core.PlacementProblem, runs: int) -> tuple[dict, _core.SearchResult]:
+    """Planning time of `problem` ({median, min, max} seconds of `runs` searches) and the search's result."""
     times = []
     for _ in range(runs):
         start = time.perf_counter()
         result = _core.search_placement(problem)
         times.append(time.perf_counter() - start)
+    return {"median": statistics.median(times), "min": min(times), "max": max(times)}, result
+
+
+def planning_sweep(sizes: tuple[int, ...], devices: int, runs: int) -> list[dict]:
+    """Planning time against graph size (the same kind of graph as `large`), to show how it scales."""
+    rows = []
+    for regions in sizes:
+        planning_s, result = timed_search(random_problem(random.Random(1), regions, devices), runs)
+        rows.append(
+            {"regions": regions, "devices": devices, "planning_s": planning_s, "evaluations": result.evaluations}
+        )
+    return rows
+
+
+def large(regions: int, devices: int, runs: int) -> dict:
+    problem = random_problem(random.Random(1), regions, devices)
+    planning_s, result = timed_search(problem, runs)
     greedy_devices, greedy_resident = greedy_fill(problem)
     greedy = _core.evaluate_latency(problem, greedy_devices, greedy_resident)
     return {
         "regions": regions,
         "devices": devices,
-        "planning_s": {"median": statistics.median(times), "min": min(times), "max": max(times)},
+        "planning_s": planning_s,
         "search_latency_s": result.best_value,
         "greedy_fill_latency_s": greedy,
         "greedy_over_search": greedy / result.best_value,
@@ -237,6 +263,9 @@ def main() -> None:
         "machine": machine(),
         "optimality": optimality(20 if args.quick else 300),
         "large": large(200 if args.quick else 1000, 4, 3 if args.quick else 5),
+        "planning_sweep": planning_sweep(
+            (10, 50, 200) if args.quick else (10, 100, 300, 1000), 4, 3 if args.quick else 5
+        ),
     }
     _, declared, x = compiled_on_declared_machine(6 if args.quick else 12, 512, 16)
     results["greedy_real_model"] = greedy_on_declared_machine(declared)

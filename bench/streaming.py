@@ -11,6 +11,8 @@
    cache of the weights file dropped before every timed forward, against the bound
    max(T_compute, N / B_best), where T_compute is eager with every weight in RAM (timed
    interleaved with it), N the bytes the plan reads per forward, and B_best part 1's best.
+   The last timed call's executor records (measured and predicted start and end of
+   every instruction) are kept for the predicted-against-measured figure.
 3. The executor's overhead per region (bench/overhead.py's compiled chain), to compare
    with the 3.5 us measured before the data plane.
 4. Suite S2 proper (s2_checkpoints.py): a deep MLP of width 4096 and a Llama-style
@@ -204,6 +206,21 @@ def bench_stream(directory: str, width: int, layers: int, runs: int, best_gbps: 
         "predicted_s": streamed._plane.predicted_s(),
         "measured_over_predicted": statistics.median(ours) / streamed._plane.predicted_s(),
         "measured_over_predicted_at_call_speed": statistics.median(again),
+        # The last timed call, instruction by instruction, for a predicted-vs-measured figure.
+        "instructions": [instruction_record(r) for r in report.records],
+    }
+
+
+def instruction_record(record) -> dict:
+    """One executor record as JSON: where and when it ran, and when the simulator said it would."""
+    return {
+        "label": record.label,
+        "kind": record.kind,
+        "device": record.device,
+        "start_us": record.start_us,
+        "end_us": record.end_us,
+        "predicted_start_us": record.predicted_start_us,
+        "predicted_end_us": record.predicted_end_us,
     }
 
 

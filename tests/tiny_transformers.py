@@ -1,5 +1,6 @@
 """Tiny Hugging Face models built from configs (random weights, nothing downloaded): GPT-2,
-Llama and Qwen3, saved as Hugging Face saves them, and their meta-device twins."""
+Llama and Qwen3, saved as Hugging Face saves them, and their meta-device twins; BERT, ViT
+and ResNet."""
 
 from __future__ import annotations
 
@@ -40,6 +41,30 @@ MODELS = {
     "llama": (transformers.LlamaForCausalLM, llama_config),
     "qwen3": (transformers.Qwen3ForCausalLM, qwen3_config),
 }
+
+
+def bert():
+    config = transformers.BertConfig(
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=128,
+        vocab_size=128,
+        max_position_embeddings=64,
+    )
+    return transformers.BertModel(config).eval()
+
+
+def vit():
+    config = transformers.ViTConfig(
+        hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128, image_size=32, patch_size=8
+    )
+    return transformers.ViTModel(config).eval()
+
+
+def resnet():
+    config = transformers.ResNetConfig(embedding_size=16, hidden_sizes=[16, 32], depths=[1, 1])
+    return transformers.ResNetModel(config).eval()
 
 
 def saved_model(name: str, directory, sharded: bool):

@@ -35,7 +35,9 @@ from .planning.profile_cache import profiled_cpu_seconds
 from .planning.saved_for_backward import saved_bytes
 from .planning.streaming import UNBOUNDED, Layout
 from .runtime import CompiledModule
+from .runtime.numerics_check import check_numerics
 from .runtime.program_runner import ProgramRunner
+from .runtime.region_backends import EAGER, compile_regions, eager_backends
 
 log = logging.getLogger(__name__)
 
@@ -104,12 +106,22 @@ def compile(
     if not streaming:
         check_fits(weight_bytes(model), budgets, streaming_refused=over_budget)  # before export: the heavy work
 
-    stages = STAGES + (["stream"] if streaming else []) + (["training"] if config.allow_training else [])
+    stages = (
+        STAGES[:2]
+        + (["compile regions"] if config.region_backend != EAGER else [])
+        + STAGES[2:]
+        + (["stream"] if streaming else [])
+        + (["training"] if config.allow_training else [])
+    )
     build = _Build(model, model_name, args, kwargs, config, budgets, plan_machine)
     with CompileProgress(stages) as progress:
         with progress.stage("export"):
             captured = functional_program(exported) if exported is not None else capture_model(model, args, kwargs)
-        compiled, placement = build.compiled(normalize(captured), progress.stage, streaming)
+        program = normalize(captured)
+        compiled, placement = build.compiled(program, progress.stage, streaming, progress=progress)
+        if config.checks_numerics:
+            with progress.stage("check numerics"):
+                compiled.numerics_note = check_numerics(compiled, program, args, kwargs, config)
         if config.allow_training:
             with progress.stage("training"):
                 compiled.attach_training(build.training_twin())
@@ -131,9 +143,10 @@ class _Build:
         self.model, self.model_name, self.args, self.kwargs = model, model_name, args, kwargs
         self.config, self.budgets, self.plan_machine = config, budgets, plan_machine
 
-    def compiled(self, program, stage, streaming: bool = False, training: bool = False):
-        """The CompiledModule of `program` and its placement; `stage` marks the progress.
-        `training`: a program captured in training mode, for calls autograd records."""
+    def compiled(self, program, stage, streaming: bool = False, training: bool = False, progress=None):
+        """The CompiledModule of `program` and its placement; `stage` marks the progress
+        (`progress`, where given, shows each region compiling). `training`: a program
+        captured in training mode, for calls autograd records (its regions run eagerly)."""
         model, config, budgets = self.model, self.config, self.budgets
         signature = InputSignature(self.args, self.kwargs)
         with stage("partition"):
@@ -142,7 +155,12 @@ class _Build:
             fine = streaming or self.plan_machine.shares_layers(weight_bytes(model))
             layers = layer_paths(model) | (parameter_owners(program) if fine else frozenset())
             regions = partition(program, layers, config.max_region_nodes, innermost=fine)
-            runner = ProgramRunner(program, regions)
+        backends = eager_backends(len(regions))
+        if config.region_backend != EAGER and not training:
+            with stage("compile regions"):
+                on_region = progress.region_compiling if progress is not None else None
+                backends = compile_regions(program, regions, config.region_backend, on_region=on_region)
+        runner = ProgramRunner(program, regions, backends)
         with stage("profile"):
             flat = signature.flatten(self.args, self.kwargs)
             if training:
@@ -163,11 +181,12 @@ class _Build:
         if streaming:
             with stage("stream"):
                 layout = None if plan_machine.is_cpu_only else Layout.of_placement(placement)
-                streamed = stream_from_cache(program, regions, config, budgets, plan.max_concurrent, layout)
+                streamed = stream_from_cache(program, regions, config, budgets, plan.max_concurrent, layout, backends)
         with stage("build"):
             compiled = CompiledModule(
                 model=model,
-                runs_model_forward=not training,
+                # The model's own forward runs eager kernels: not where regions run inductor's.
+                runs_model_forward=not training and backends.compiled_count == 0,
                 model_name=self.model_name,
                 signature=signature,
                 program=program,
@@ -178,6 +197,7 @@ class _Build:
                 runner=runner,
                 streamed=streamed,
                 ram_budget_bytes=budgets.ram.amount,
+                region_backends=backends,
             )
         return compiled, placement
 

@@ -13,6 +13,8 @@ from dataclasses import dataclass, fields
 from .errors import ConfigTypeError, ConfigValueError
 from .objective import Objective, as_objective, check_weights
 
+REGION_BACKENDS = ("eager", "inductor", "auto")
+
 
 @dataclass(frozen=True)
 class CompileConfig:
@@ -55,6 +57,20 @@ class CompileConfig:
         measures the weights file's device (buffered and O_DIRECT at 2, 4 and 8 reads in
         flight) once per device (cached for a week, see tensortorrent doctor) and takes
         the fastest.
+    region_backend: how each region's operations run: "eager" (the default: op by op,
+        as PyTorch runs them), "inductor" (each region compiled by torch.compile's inductor
+        backend at compile time; inductor caches its code on disk, so compiling the same
+        model again is quick) or "auto" (each region keeps whichever of the two ran faster
+        when both were timed at compile time). explain() shows each region's choice and
+        compile time. Regions on a device with memory of its own (a GPU) and the training
+        program run eagerly.
+    validate_numerics: after building, run the compiled module once on the example
+        inputs against eager PyTorch (the captured program, op by op) and raise
+        tt.NumericsError where an output differs beyond atol and rtol. None (the default)
+        checks whenever regions run inductor's code.
+    atol, rtol: the tolerances of that check, as in torch.allclose: |compiled - eager| <=
+        atol + rtol * |eager|; None takes them per dtype (float32: atol 1e-4, rtol 1e-3;
+        float16 and bfloat16: 1e-2 both; float64: 1e-7 both; exact elsewhere).
     allow_disk_streaming: False keeps every weight in RAM: a RAM budget that cannot hold
         them (with the activations) is then a tt.MemoryCapacityError before anything
         runs, instead of weights read from disk on every call.
@@ -77,6 +93,10 @@ class CompileConfig:
     activation_budget_bytes: int | None = None
     allow_tmpfs_spill: bool = False
     allow_training: bool = False
+    region_backend: str = "eager"
+    validate_numerics: bool | None = None
+    atol: float | None = None
+    rtol: float | None = None
 
     def __post_init__(self) -> None:
         _check_int("max_region_nodes", self.max_region_nodes, minimum=1)
@@ -85,6 +105,21 @@ class CompileConfig:
         _check_bool("allow_tmpfs_spill", self.allow_tmpfs_spill)
         _check_bool("allow_training", self.allow_training)
         _check_positive_seconds("stall_timeout_s", self.stall_timeout_s)
+        if not isinstance(self.region_backend, str):
+            raise ConfigTypeError(
+                f"CompileConfig.region_backend: expected a str, got {_type_name(self.region_backend)} "
+                f"({self.region_backend!r})"
+            )
+        if self.region_backend not in REGION_BACKENDS:
+            raise ConfigValueError(
+                f"CompileConfig.region_backend: expected one of {', '.join(map(repr, REGION_BACKENDS))}, "
+                f"got {self.region_backend!r}"
+            )
+        if self.validate_numerics is not None:
+            _check_bool("validate_numerics", self.validate_numerics)
+        for name in ("atol", "rtol"):
+            if getattr(self, name) is not None:
+                _check_tolerance(name, getattr(self, name))
         for name in (
             "max_concurrent_regions",
             "ram_budget_bytes",
@@ -108,6 +143,13 @@ class CompileConfig:
         object.__setattr__(self, "objective", objective)
         object.__setattr__(self, "objective_weights", check_weights(objective, self.objective_weights))
 
+    @property
+    def checks_numerics(self) -> bool:
+        """Whether building ends with the numerics check (validate_numerics, or its default)."""
+        if self.validate_numerics is not None:
+            return self.validate_numerics
+        return self.region_backend != "eager"
+
     def as_dict(self) -> dict[str, object]:
         """The fields and their values as JSON-able data, for reports and artifacts."""
         values = {f.name: getattr(self, f.name) for f in fields(self)}
@@ -129,6 +171,13 @@ def _check_int(name: str, value: object, *, minimum: int) -> None:
 def _check_bool(name: str, value: object) -> None:
     if not isinstance(value, bool):
         raise ConfigTypeError(f"CompileConfig.{name}: expected a bool, got {_type_name(value)} ({value!r})")
+
+
+def _check_tolerance(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigTypeError(f"CompileConfig.{name}: expected a number, got {_type_name(value)} ({value!r})")
+    if not math.isfinite(value) or value < 0:
+        raise ConfigValueError(f"CompileConfig.{name}: expected a finite number >= 0, got {value}")
 
 
 def _check_positive_seconds(name: str, value: object) -> None:

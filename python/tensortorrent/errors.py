@@ -93,6 +93,19 @@ class UnsupportedFeatureError(UnsupportedError):
         self.features = (feature, other)
 
 
+class NumericsError(TensorTorrentError, ArithmeticError):
+    """A compiled module's output differs from eager PyTorch's beyond the tolerances
+    (CompileConfig.validate_numerics); `.output` names the output, `.max_abs_diff` is the
+    largest difference, `.atol` and `.rtol` the tolerances."""
+
+    def __init__(self, message: str, *, output: str, max_abs_diff: float, atol: float, rtol: float) -> None:
+        super().__init__(message)
+        self.output = output
+        self.max_abs_diff = max_abs_diff
+        self.atol = atol
+        self.rtol = rtol
+
+
 class ArgumentValueError(TensorTorrentError, ValueError):
     """An argument of a public function is of the right kind but outside the values it takes."""
 

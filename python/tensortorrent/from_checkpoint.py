@@ -31,7 +31,7 @@ from .artifact.streamed_weights import PROFILED_COSTS, stream_weights
 from .capture import InputSignature, normalize
 from .capture.weightless import capture_weightless, exported_weightless
 from .config import CompileConfig
-from .errors import InvalidArgumentError, NotFoundError, StorageError, UnsupportedError
+from .errors import InvalidArgumentError, NotFoundError, StorageError, UnsupportedError, UnsupportedFeatureError
 from .hardware import discover_devices, resolve_budgets
 from .hardware.accelerator import named_accelerators
 from .hardware.devices import names_accelerator
@@ -47,6 +47,7 @@ from .planning.streaming import UNBOUNDED, Layout
 from .planning.weights_on_disk import WeightsOnDisk
 from .runtime import CompiledModule
 from .runtime.program_runner import ProgramRunner
+from .runtime.region_backends import EAGER, compile_regions, eager_backends
 from .storage.checkpoint import open_checkpoint
 from .storage.checkpoint_weights import weights_in_checkpoint, with_checksums
 from .storage.name_matching import describe_files
@@ -95,8 +96,15 @@ def compile_from_checkpoint(
     plan_machine = resolve_machine(devices, check_machine(machine), UNBOUNDED, named_accelerators(devices, budgets))
     if config.activation_budget_bytes is not None and not plan_machine.is_cpu_only:
         raise UnsupportedError("tt.compile: activations spill from CPU regions only today; use devices='cpu'")
+    if config.validate_numerics:
+        raise UnsupportedFeatureError(
+            "validate_numerics=True",
+            "weights read in place from a checkpoint (eager PyTorch would need them all in memory)",
+            "pass validate_numerics=False",
+        )
     model_name = type(model).__qualname__
-    with CompileProgress(STAGES) as progress:
+    stages = STAGES + (["compile regions"] if config.region_backend != EAGER else [])
+    with CompileProgress(stages) as progress:
         with progress.stage("checkpoint"):
             files = open_checkpoint(checkpoint)
         with progress.stage("export"):
@@ -113,6 +121,10 @@ def compile_from_checkpoint(
             # Weights stream a parameter group at a time: every module owning parameters is a layer.
             layers = layer_paths(model) | parameter_owners(program)
             regions = partition(program, layers, config.max_region_nodes, innermost=True)
+        backends = eager_backends(len(regions))
+        if config.region_backend != EAGER:
+            with progress.stage("compile regions"):
+                backends = compile_regions(program, regions, config.region_backend, on_region=progress.region_compiling)
         with progress.stage("plan"):
             flat = signature.flatten(args, kwargs)
             placement = None
@@ -131,6 +143,7 @@ def compile_from_checkpoint(
                 budget_bytes=budgets.ram.amount,
                 example=flat,
                 layout=Layout.of_placement(placement) if placement is not None else None,
+                backends=backends,
             )
     log.info(
         "compiled %s from %d checkpoint file(s): %d region(s), predicted %.3f ms per call",
@@ -139,7 +152,7 @@ def compile_from_checkpoint(
         len(regions),
         streamed.predicted_s() * 1e3,
     )
-    return CompiledModule(
+    compiled = CompiledModule(
         model=model,
         runs_model_forward=False,
         model_name=model_name,
@@ -154,7 +167,11 @@ def compile_from_checkpoint(
         ),
         streamed=streamed,
         ram_budget_bytes=budgets.ram.amount,
+        region_backends=backends,
     )
+    if config.region_backend != EAGER:
+        compiled.numerics_note = "not checked: the weights are read from a checkpoint, not held in memory"
+    return compiled
 
 
 def place_from_checkpoint(program, regions, weights: WeightsOnDisk, machine, flat: list, config, budgets):

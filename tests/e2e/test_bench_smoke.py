@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import shutil
 import subprocess
@@ -33,6 +34,58 @@ def test_overhead_benchmark_quick_run(tmp_path):
         assert workload["direct"]["uses_direct_path"] and not workload["executor"]["uses_direct_path"]
         assert workload["direct"]["max_abs_error"] < 1e-4
     assert results["machine"]["torch"] == __import__("torch").__version__
+
+
+S1_KEYS = set("suite benchmark mode utc machine versions torch_threads settings workloads duration_s".split())
+S1_SYSTEMS = {"eager", "torch_compile", "onnxruntime", "tensortorrent", "tensortorrent_inductor"}
+S1_OK_KEYS = {"status", "timing", "ratio_to_eager", "max_abs_error", "cosine", "argmax_agreement", "build_s", "notes"}
+
+
+def test_s1_fit_benchmark_quick_run(tmp_path):
+    # Inductor's compiles are most of a quick run's time: the two compiled systems are left out here.
+    results = run_quick("s1_fit.py", tmp_path / "s1.json", "--systems", "eager,onnxruntime,tensortorrent")
+    assert set(results) == S1_KEYS
+    assert (results["suite"], results["benchmark"], results["mode"]) == ("S1", "s1_fit", "quick")
+    assert set(results["versions"]) == {"torch", "tensortorrent", "transformers", "onnxruntime", "onnx"}
+    assert set(results["workloads"]) == {"mlp_2048x8", "transformer_block", "gpt2_small", "resnet50"}
+    onnxruntime_installed = importlib.util.find_spec("onnxruntime") is not None
+    for name, workload in results["workloads"].items():
+        systems = workload["systems"]
+        assert set(systems) == S1_SYSTEMS, "no system is ever dropped"
+        assert systems["torch_compile"]["status"] == systems["tensortorrent_inductor"]["status"] == "skipped"
+        for system in ("eager", "tensortorrent"):
+            result = systems[system]
+            assert result["status"] == "ok", (name, system, result.get("error"))
+            assert set(result) == S1_OK_KEYS
+            assert len(result["timing"]["samples_us"]) == results["settings"]["runs"]
+            assert result["max_abs_error"] < 1e-4
+            assert (result["cosine"] is not None) == (name == "gpt2_small")
+        assert systems["eager"]["ratio_to_eager"] == 1.0 and systems["eager"]["max_abs_error"] == 0
+        onnx = systems["onnxruntime"]
+        if not onnxruntime_installed:
+            assert onnx["status"] == "missing" and "onnxruntime" in onnx["error"]
+        elif onnx["status"] == "ok":
+            assert onnx["max_abs_error"] < 1e-4 and "exporter" in onnx["notes"]
+        else:
+            assert onnx["status"] == "failed" and onnx["error"]
+
+
+def test_s1_reports_a_missing_onnxruntime_as_missing(monkeypatch, tmp_path):
+    monkeypatch.syspath_prepend(str(ROOT / "bench"))
+    import s1_fit
+
+    real_find_spec = importlib.util.find_spec
+
+    def find_spec(name, package=None):
+        return None if name == "onnxruntime" else real_find_spec(name, package)
+
+    monkeypatch.setattr(importlib.util, "find_spec", find_spec)
+    with pytest.raises(s1_fit.Missing) as missing:
+        s1_fit.build_onnxruntime(s1_fit.mlp(quick=True), tmp_path)
+    assert s1_fit.not_ok(missing.value) == {
+        "status": "missing",
+        "error": "onnxruntime is not installed (pip install '.[bench]')",
+    }
 
 
 def test_artifact_load_benchmark_quick_run(tmp_path):

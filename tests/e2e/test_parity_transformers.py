@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from conftest import assert_parity
+from tiny_transformers import bert, resnet, vit
 
 transformers = pytest.importorskip("transformers")
 
@@ -22,18 +23,6 @@ def gpt2():
         n_layer=2, n_embd=64, n_head=4, vocab_size=128, n_positions=64, bos_token_id=0, eos_token_id=0
     )
     return transformers.GPT2LMHeadModel(config).eval()
-
-
-def bert():
-    config = transformers.BertConfig(
-        hidden_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        intermediate_size=128,
-        vocab_size=128,
-        max_position_embeddings=64,
-    )
-    return transformers.BertModel(config).eval()
 
 
 def llama():
@@ -69,18 +58,6 @@ def test_bert_with_attention_mask():
     mask = torch.ones(2, 10, dtype=torch.long)
     mask[1, 6:] = 0
     assert_parity(model, (ids,), {"attention_mask": mask})
-
-
-def vit():
-    config = transformers.ViTConfig(
-        hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128, image_size=32, patch_size=8
-    )
-    return transformers.ViTModel(config).eval()
-
-
-def resnet():
-    config = transformers.ResNetConfig(embedding_size=16, hidden_sizes=[16, 32], depths=[1, 1])
-    return transformers.ResNetModel(config).eval()
 
 
 @pytest.mark.parametrize("build", [vit, resnet], ids=["vit", "resnet"])

@@ -318,3 +318,12 @@ def test_transformers_over_the_ram_budget_run_from_a_device_their_weights_are_re
     assert on_device, "weights only device regions read are read from disk onto the device, not into RAM"
     assert compiled.last_report.bytes_read == 0, "all resident: nothing read per call"
     assert compiled.last_peak_bytes["ram"] <= weights // 2 and compiled.last_peak_bytes["acc"] <= device.memory_bytes
+
+
+def test_a_one_region_plan_kept_on_the_cpu_takes_the_cpu_direct_path():
+    torch.manual_seed(0)
+    model, x = nn.Sequential(nn.Linear(16, 16), nn.ReLU()).eval(), torch.randn(4, 16)
+    device = tt.VirtualDevice("dev", memory_bytes=64 << 20, flops=1e6, link_bandwidth=1e6)
+    compiled = tt.compile(model, (x,), devices=["cpu", "dev"], machine=[device])
+    assert compiled.region_devices == ["cpu"] and compiled.uses_direct_path
+    torch.testing.assert_close(compiled(x), eager_outputs(model, (x,)))

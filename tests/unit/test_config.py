@@ -81,6 +81,10 @@ def test_valid_config_keeps_its_values():
         "activation_budget_bytes": None,
         "allow_tmpfs_spill": False,
         "allow_training": False,
+        "region_backend": "eager",
+        "validate_numerics": None,
+        "atol": None,
+        "rtol": None,
     }
 
 

@@ -18,6 +18,7 @@ from ..partition import parameter_owners, partition, regions_from_names
 from ..planning import build_plan, plan_from_json
 from ..planning.weights_on_disk import WeightsOnDisk
 from ..runtime import CompiledModule
+from ..runtime.region_backends import RegionChoice, compile_regions
 from .integrity import list_files, read_file, read_integrity
 from .layout import MANIFEST, check_manifest
 from .program_archive import load_program
@@ -75,10 +76,15 @@ def load_compiled(
     regions, plan, origin, replayed = _regions_and_plan(
         manifest, program, config, saved_config, directory, owners if streaming else frozenset()
     )
+    backends = compile_regions(
+        program, regions, config.region_backend, saved=_saved_backends(manifest, len(regions)) if replayed else None
+    )
     streamed = None
     if streaming and referenced:
         weights = referenced_weights(manifest["weights"], program, files)
-        streamed = stream_weights(program, regions, weights, config, plan.max_concurrent, verify=False)
+        streamed = stream_weights(
+            program, regions, weights, config, plan.max_concurrent, verify=False, backends=backends
+        )
     elif streaming:
         weights = weights_file(
             os.path.join(directory, weights_name),
@@ -87,7 +93,9 @@ def load_compiled(
             program,
             records[weights_name] if records is not None else None,
         )
-        streamed = stream_weights(program, regions, weights, config, plan.max_concurrent, verify=records is not None)
+        streamed = stream_weights(
+            program, regions, weights, config, plan.max_concurrent, verify=records is not None, backends=backends
+        )
     return CompiledModule(
         model=model,
         runs_model_forward=False,
@@ -101,6 +109,7 @@ def load_compiled(
         cpu_seconds=_saved_cpu_seconds(manifest, len(regions)) if replayed else None,
         streamed=streamed,
         ram_budget_bytes=resolve_budgets(config).ram.amount,
+        region_backends=backends,
     )
 
 
@@ -118,6 +127,21 @@ def _referenced_tensors(entries: list, files, in_memory: bool) -> dict[str, torc
             else:
                 tensors[entry["key"]] = torch.empty(place.shape, dtype=place.dtype, device="meta")
     return tensors
+
+
+def _saved_backends(manifest: dict, region_count: int) -> list[RegionChoice] | None:
+    """What each region ran when the artifact was compiled (None where it did not record it,
+    as artifacts before region backends did not): the regions to compile again."""
+    saved = manifest.get("region_backends")
+    if saved is None:
+        return None
+    try:
+        choices = [RegionChoice.from_json(choice) for choice in saved]
+    except (AttributeError, TypeError, ValueError) as error:
+        raise ArtifactError(f"{MANIFEST}: unreadable region_backends ({error})") from error
+    if len(choices) != region_count:
+        raise ArtifactError(f"{MANIFEST}: {len(choices)} region_backends entries for {region_count} regions")
+    return choices
 
 
 def _saved_cpu_seconds(manifest: dict, region_count: int) -> list[float] | None:

@@ -87,4 +87,6 @@ def _manifest(parts: ArtifactParts, signature: dict, weights: list[dict]) -> dic
         "schedule": schedule,
         # Per region: FLOPs and output bytes from the graph, CPU seconds measured at compile.
         "predicted_costs": {"regions": [vars(cost) for cost in parts.region_costs]},
+        # What each region ran: the choice only; inductor's code is compiled again on load.
+        "region_backends": [choice.to_json() for choice in parts.region_backends.choices],
     }

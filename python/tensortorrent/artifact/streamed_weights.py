@@ -23,6 +23,7 @@ from ..planning.streaming import Layout, choose_disk_tier, simulate_plan, with_i
 from ..planning.weights_on_disk import WeightFile, WeightRange, WeightsOnDisk
 from ..runtime.plane_program import PlaneProgram
 from ..runtime.program_runner import ProgramRunner
+from ..runtime.region_backends import RegionBackends
 from ..storage.read_mode_cache import device_key, remember, remembered
 from ..storage.spill_dir import spill_dir_for
 from ..storage.weights_cache import cache_directory, cache_weights
@@ -213,14 +214,16 @@ def stream_weights(
     budget_bytes: int | None = None,
     example: list | None = None,
     layout: Layout | None = None,
+    backends: RegionBackends | None = None,
 ) -> PlaneProgram:
     """The streamed program of `program` within `budget_bytes` of RAM (default:
     config.ram_budget_bytes), its residents loaded, its regions where `layout` puts them
     (default: the CPU); raises MemoryCapacityError (before anything runs) when no plan
-    fits. With `example` (flat inputs), its predictions come from a profiling call (see
+    fits; `backends` are its regions' compiled kernels (None: eager). With `example`
+    (flat inputs), its predictions come from a profiling call (see
     streamed_profile.py) where one is quick enough."""
     budget = budget_bytes if budget_bytes is not None else config.ram_budget_bytes
-    runner = ProgramRunner(program, regions)
+    runner = ProgramRunner(program, regions, backends)
     names = [region.name for region in regions]
     # How to read is measured first: its reads in flight are the program's I/O queue depth.
     largest = max(weights.files, key=lambda file: file.size).path
@@ -273,7 +276,9 @@ def stream_weights(
     )
 
 
-def stream_from_cache(program, regions, config, budgets, cpu_slots: int, layout: Layout | None = None) -> PlaneProgram:
+def stream_from_cache(
+    program, regions, config, budgets, cpu_slots: int, layout: Layout | None = None, backends=None
+) -> PlaneProgram:
     """Writes (or reuses) the program's weights in the weights cache and streams them from
     there within config.ram_budget_bytes, the regions where `layout` puts them; the
     caller's model keeps its own weights."""
@@ -286,4 +291,4 @@ def stream_from_cache(program, regions, config, budgets, cpu_slots: int, layout:
         {"key": b.names[0], "names": list(b.names), "sha256": digests.get(b.names[0], "")} for b in program.bound
     ]
     weights = weights_file(cached.path, header, entries, program, cached.record)
-    return stream_weights(program, regions, weights, config, cpu_slots, verify=False, layout=layout)
+    return stream_weights(program, regions, weights, config, cpu_slots, verify=False, layout=layout, backends=backends)

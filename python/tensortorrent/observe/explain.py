@@ -26,10 +26,12 @@ def explain(
     origin: str = "",
     data_plane: Sequence[str] = (),
     direct_reason: str | None = None,
+    region_backends: Sequence[str] = (),
 ) -> str:
     """A readable report of what compile decided and why; `origin` says where it came from;
     `data_plane` describes the Program the data plane runs (it replaces the schedule);
-    `direct_reason` overrides the plan's direct-path decision."""
+    `direct_reason` overrides the plan's direct-path decision; `region_backends` describes
+    what the regions run where some run compiled code (and the numerics check)."""
     tied = sum(1 for b in program.bound if len(b.names) > 1)
     placement = plan.placement
     lines = [
@@ -45,6 +47,8 @@ def explain(
     if placement is not None:
         lines += _machine_lines(placement)
     lines += ["", "Regions", *_region_lines(regions, plan, costs)]
+    if region_backends:
+        lines += ["", *region_backends]
     if placement is not None:
         lines += ["", *_finalist_lines(placement), *_layer_choice_lines(placement, regions)]
     lines += ["", *data_plane] if data_plane else ["", "Schedule", *_schedule_lines(plan)]

@@ -21,6 +21,8 @@ from ..config import CompileConfig
 from ..errors import ExecutionCancelled, TensorTorrentError, UnsupportedError, UnsupportedFeatureError
 from ..files import write_text_atomically
 from ..observe.explain import explain, training_lines
+from ..observe.plan_page import write_plan_page
+from ..observe.plan_page_data import PlanSources
 from ..partition import Region
 from ..planning import ExecutionPlan
 from ..planning.costs import RegionCost, measure_cpu_seconds, region_costs
@@ -33,6 +35,7 @@ from .call_handle import CallHandle
 from .device_direct import DeviceDirect, device_direct
 from .plane_program import PlaneProgram
 from .program_runner import ProgramRunner, detach_outputs
+from .region_backends import RegionBackends, eager_backends
 
 
 @dataclass(frozen=True)
@@ -47,6 +50,7 @@ class ArtifactParts:
     regions: tuple[Region, ...]
     region_costs: tuple[RegionCost, ...]
     weights_on_disk: WeightsOnDisk | None  # where the bytes of bound tensors on the meta device are
+    region_backends: RegionBackends  # what each region runs (eager, or inductor's code: compiled again on load)
 
 
 # The artifact package registers its writer here, so this module never imports it.
@@ -98,6 +102,7 @@ class CompiledModule(nn.Module):
         runner: ProgramRunner | None = None,
         streamed: PlaneProgram | None = None,
         ram_budget_bytes: int | None = None,
+        region_backends: RegionBackends | None = None,
     ) -> None:
         """`model` holds the weights (the program's bound tensors, in place); when
         `runs_model_forward`, its own forward is the export-free direct path. `origin`
@@ -105,7 +110,8 @@ class CompiledModule(nn.Module):
         `cpu_seconds` are measured region times, if known (see profile()); `runner` the
         program's kernels, if already built; `streamed` the data-plane program when
         weights stream from disk under a RAM budget; `ram_budget_bytes` the budget a CPU
-        plan's Program is held to (None: unbounded)."""
+        plan's Program is held to (None: unbounded); `region_backends` what each region
+        runs (None: every region eager)."""
         super().__init__()
         self.model = model
         self._runs_model_forward = runs_model_forward
@@ -115,12 +121,19 @@ class CompiledModule(nn.Module):
         self._regions = regions
         self._plan = plan
         self._config = config
-        self._runner = streamed.runner if streamed is not None else runner or ProgramRunner(program, regions)
+        self._backends = region_backends or eager_backends(len(regions))
+        self._runner = (
+            streamed.runner if streamed is not None else runner or ProgramRunner(program, regions, self._backends)
+        )
+        # What explain() says of the numerics check (tt.compile sets it after the check ran).
+        self.numerics_note: str | None = None
         self._streams = streamed is not None
         self._on_device: DeviceDirect | None = None
-        if plan.tiered and streamed is None and plan.direct and not self._runner.mutations:
+        # A one-region plan that the search kept on the cpu runs as any CPU plan does.
+        on_device = plan.tiered and not (plan.direct and set(plan.devices) == {"cpu"})
+        if on_device and streamed is None and plan.direct and not self._runner.mutations:
             self._on_device = device_direct(self._runner, plan)
-        elif plan.tiered and streamed is None:
+        elif on_device and streamed is None:
             if plan.direct:
                 self._plan = plan = replace(
                     plan, direct=False, direct_reason="not taken: the model updates its own buffers (the data plane's)"
@@ -348,6 +361,7 @@ class CompiledModule(nn.Module):
             self._origin,
             self._plane.describe() if self._plane is not None else (),
             self._direct_reason(),
+            self._backends.describe() + ([f"Numerics: {self.numerics_note}"] if self.numerics_note else []),
         )
 
     def _direct_reason(self) -> str | None:
@@ -416,6 +430,7 @@ class CompiledModule(nn.Module):
             regions=tuple(self._regions),
             region_costs=tuple(self._costs),
             weights_on_disk=self._plane.weights if self._plane is not None else None,
+            region_backends=self._backends,
         )
 
     def trace(self, path: str | os.PathLike) -> str:
@@ -424,3 +439,11 @@ class CompiledModule(nn.Module):
         if report is None:
             raise TensorTorrentError("trace: no call has finished yet; call the compiled module first")
         return write_text_atomically(path, report.chrome_trace_json())
+
+    def visualize(self, path: str | os.PathLike) -> str:
+        """Writes one self-contained HTML page of the plan: the simulator's timeline per queue,
+        the last call measured beside it, memory per tier over the call and the regions
+        (observe/plan_page.py); returns the path."""
+        program = self._plane.plan.program if self._plane is not None else None
+        sources = PlanSources(self._model_name, self._plan, program, self._regions, self._costs)
+        return write_plan_page(path, sources, self.last_report, self.last_peak_bytes)

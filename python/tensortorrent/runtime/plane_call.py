@@ -24,7 +24,6 @@ import torch.utils._pytree as pytree
 
 from .. import _core
 from ..backends.interface import Queue
-from ..partition.region_module import on_device
 from ..planning.layer_split import join_features
 from ..planning.lowering import LoweredProgram
 from .autograd_copies import CopyOverLink, WeightCopies, start_copy
@@ -96,7 +95,7 @@ def call_steps(
         device = devices.get(queues[instructions[ident].queue].name)
         where = device[0].torch_device(device[1]) if device is not None else torch.device("cpu")
         if (region, str(where)) not in kernels:
-            kernels[(region, str(where))] = on_device(runner.kernels[region].module, where).forward
+            kernels[(region, str(where))] = runner.kernels[region].forward_on(where)
         forward = kernels[(region, str(where))]
         computes[ident] = ComputeStep(
             forward=join_features if ident in lowered.joined else forward,

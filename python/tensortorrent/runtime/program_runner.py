@@ -15,6 +15,7 @@ from ..capture.program import NormalizedProgram, value_bytes
 from ..partition import Region, build_region_module
 from ..partition.region_module import on_device
 from ..planning.profile_cache import region_key
+from .region_backends import RegionBackends
 
 
 @dataclass(frozen=True)
@@ -27,12 +28,22 @@ class RegionKernel:
     out_slots: tuple[int, ...]
     transient_in_slots: tuple[int, ...]  # activations whose last reader may be this region
     profile_key: str  # what its measured time is cached under (planning/profile_cache.py)
+    compiled: bool = False  # `forward` is inductor's code for `module` (runtime/region_backends.py)
+
+    def forward_on(self, device: torch.device) -> Callable[..., tuple]:
+        """The kernel for `device`: this one on the CPU, else the eager graph retargeted
+        there (partition/region_module.on_device); inductor's code is compiled for the CPU."""
+        return self.forward if device.type == "cpu" else on_device(self.module, device).forward
 
 
 class ProgramRunner:
     """Runs a partitioned program: immutable after construction, shared by all calls."""
 
-    def __init__(self, program: NormalizedProgram, regions: Sequence[Region]) -> None:
+    def __init__(
+        self, program: NormalizedProgram, regions: Sequence[Region], backends: RegionBackends | None = None
+    ) -> None:
+        """`backends`: the regions' compiled kernels (runtime/region_backends.py); None runs
+        every region's graph eagerly."""
         slot_of: dict[fx.Node, int] = dict(program.slot_of)
         for region in regions:
             for node in region.out_nodes:
@@ -58,14 +69,16 @@ class ProgramRunner:
             for slot in transient:
                 self.readers[slot] += 1
             module = build_region_module(program.graph_module, region)
+            compiled = backends.forwards.get(region.index) if backends is not None else None
             self.kernels.append(
                 RegionKernel(
-                    forward=module.forward,
+                    forward=compiled or module.forward,
                     module=module,
                     in_slots=tuple(slot_of[n] for n in region.in_nodes),
                     out_slots=tuple(slot_of[n] for n in region.out_nodes),
                     transient_in_slots=transient,
-                    profile_key=region_key(module, region.in_nodes),
+                    profile_key=region_key(module, region.in_nodes) + ("/inductor" if compiled else ""),
+                    compiled=compiled is not None,
                 )
             )
         self.outputs = [(slot_of[r.node], None) if r.node is not None else (None, r.constant) for r in program.outputs]
@@ -112,7 +125,7 @@ class ProgramRunner:
         `bound_values` there, for calls run inline on that device; it applies no buffer
         mutations (a plan that has some runs on the data plane)."""
         other = copy.copy(self)
-        other.kernels = [replace(k, forward=on_device(k.module, device).forward) for k in self.kernels]
+        other.kernels = [replace(k, forward=k.forward_on(device)) for k in self.kernels]
         other._bound_values = list(bound_values)
         other.mutations = []
         other.mutated_bound_slots = ()

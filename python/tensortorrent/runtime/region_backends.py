@@ -1,0 +1,225 @@
+"""Region kernels compiled by inductor (CompileConfig.region_backend).
+
+"eager" runs each region's fx graph op by op. "inductor" compiles each region with
+torch.compile's inductor backend (torch._inductor.compile: the same compiler, fed the
+region's aten graph directly, so no Python frame is traced or guarded on every call) and
+keeps eager only where inductor fails. "auto" compiles every region, times both side by
+side and keeps whichever ran faster, so no region gets slower than its eager graph.
+
+A region is compiled for the shapes, dtypes and strides its inputs had when captured
+(export's metadata), on inputs made from that metadata: no weights need to be in RAM, so
+the same path serves in-memory models, weights streamed from disk and loaded artifacts.
+Inductor keeps its own on-disk cache (its FX graph cache), so compiling the same model a
+second time skips the code generation. The generated code is native and never goes into
+an artifact: loading one compiles its inductor regions again.
+"""
+
+from __future__ import annotations
+
+import logging
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import fx
+
+from ..errors import UnsupportedError
+from ..partition import Region, build_region_module
+
+log = logging.getLogger(__name__)
+
+EAGER, INDUCTOR, AUTO = "eager", "inductor", "auto"
+TIMED_SAMPLES = 5  # interleaved samples per backend when "auto" compares them
+SAMPLE_S = 0.002  # each sample repeats a region's call for at least this long
+
+
+@dataclass(frozen=True)
+class RegionChoice:
+    """What one region runs and the figures behind it."""
+
+    backend: str  # EAGER or INDUCTOR: what the region runs
+    compile_s: float | None = None  # inductor's compile time (None: not compiled)
+    eager_s: float | None = None  # median per call, measured side by side ("auto")
+    inductor_s: float | None = None
+    note: str = ""  # why a region asked to be compiled runs eagerly
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "backend": self.backend,
+            "compile_s": self.compile_s,
+            "eager_s": self.eager_s,
+            "inductor_s": self.inductor_s,
+            "note": self.note,
+        }
+
+    @staticmethod
+    def from_json(data: dict[str, Any]) -> RegionChoice:
+        if data.get("backend") not in (EAGER, INDUCTOR):
+            raise ValueError(f"region backend: expected 'eager' or 'inductor', got {data.get('backend')!r}")
+        return RegionChoice(
+            backend=data["backend"],
+            compile_s=data.get("compile_s"),
+            eager_s=data.get("eager_s"),
+            inductor_s=data.get("inductor_s"),
+            note=data.get("note", ""),
+        )
+
+
+@dataclass(frozen=True)
+class RegionBackends:
+    """Per region, its choice and, where it runs compiled code, that code's forward."""
+
+    mode: str  # the config's region_backend
+    choices: tuple[RegionChoice, ...]
+    forwards: dict[int, Callable[..., Any]]  # region index -> compiled forward (inductor regions only)
+
+    @property
+    def compiled_count(self) -> int:
+        return len(self.forwards)
+
+    def describe(self) -> list[str]:
+        """explain()'s section: per region its backend, compile time and, where both were
+        timed, both times."""
+        if self.mode == EAGER:
+            return []
+        total = sum(c.compile_s or 0.0 for c in self.choices)
+        lines = [
+            f"Region backends ({self.mode}): {self.compiled_count} of {len(self.choices)} region(s) run inductor's "
+            f"code, compiled in {total:.2f} s",
+            f"  {'region':<8} {'runs':<9} {'compile s':>9} {'eager ms':>9} {'inductor ms':>11}",
+        ]
+        for index, choice in enumerate(self.choices):
+            lines.append(
+                f"  r{index:<7} {choice.backend:<9} {_seconds(choice.compile_s, 1):>9} "
+                f"{_seconds(choice.eager_s, 1e3):>9} {_seconds(choice.inductor_s, 1e3):>11}"
+                + (f"  {choice.note}" if choice.note else "")
+            )
+        return lines
+
+
+def _seconds(value: float | None, scale: float) -> str:
+    return "-" if value is None else f"{value * scale:.3f}"
+
+
+def eager_backends(count: int) -> RegionBackends:
+    return RegionBackends(EAGER, tuple(RegionChoice(EAGER) for _ in range(count)), {})
+
+
+def compile_regions(
+    program,
+    regions: Sequence[Region],
+    mode: str,
+    saved: Sequence[RegionChoice] | None = None,
+    on_region: Callable[[int, int], None] | None = None,
+) -> RegionBackends:
+    """Each region's kernel under `mode`; with `saved` (a loaded artifact's choices), the
+    regions saved as inductor's are compiled again and no region is timed. `on_region(i,
+    n)` is told before region i of n compiles (the progress display)."""
+    if mode == EAGER:
+        return eager_backends(len(regions))
+    choices, forwards = [], {}
+    for region in regions:
+        if on_region is not None:
+            on_region(region.index, len(regions))
+        wanted = saved[region.index].backend if saved is not None else INDUCTOR
+        if wanted == EAGER:
+            choices.append(saved[region.index])
+            continue
+        module = build_region_module(program.graph_module, region)
+        choice, forward = _compile_region(module, region, timed=mode == AUTO and saved is None)
+        if saved is not None and forward is not None:  # the figures measured when it was compiled
+            before = saved[region.index]
+            choice = RegionChoice(INDUCTOR, choice.compile_s, before.eager_s, before.inductor_s)
+        choices.append(choice)
+        if forward is not None:
+            forwards[region.index] = forward
+    return RegionBackends(mode, tuple(choices), forwards)
+
+
+def _compile_region(module: fx.GraphModule, region: Region, timed: bool) -> tuple[RegionChoice, Callable | None]:
+    if not any(node.op == "call_function" for node in module.graph.nodes):
+        return RegionChoice(EAGER, note="nothing to compile (no operations)"), None
+    inputs = example_inputs(region.in_nodes)
+    start = time.perf_counter()
+    try:
+        with torch.no_grad():
+            compiled = torch._inductor.compile(module, inputs)
+    except Exception as error:  # inductor's failures are many and internal; the region stays eager
+        log.warning("region %d stays eager: inductor could not compile it (%s)", region.index, error)
+        return RegionChoice(EAGER, note=f"inductor failed: {type(error).__name__}: {str(error)[:120]}"), None
+    compile_s = time.perf_counter() - start
+    forward = StrideMatched(compiled, module.forward, inputs)
+    if not timed:
+        return RegionChoice(INDUCTOR, compile_s), forward
+    eager_s, inductor_s = _time_side_by_side(module.forward, forward, inputs)
+    backend = INDUCTOR if inductor_s < eager_s else EAGER
+    return RegionChoice(backend, compile_s, eager_s, inductor_s), forward if backend == INDUCTOR else None
+
+
+def example_inputs(in_nodes: Sequence[fx.Node]) -> list[Any]:
+    """Inputs of the shapes, dtypes and strides export recorded: random floats (their
+    values do not change a kernel's speed), zeros elsewhere (valid indices, masks)."""
+    values = []
+    for node in in_nodes:
+        meta = node.meta.get("val")
+        if not isinstance(meta, torch.Tensor):
+            values.append(meta)
+            continue
+        if any(not isinstance(d, int) for d in meta.shape):
+            raise UnsupportedError(f"region_backend: input {node.name!r} has a dynamic shape {tuple(meta.shape)}")
+        value = torch.empty_strided(tuple(meta.shape), tuple(meta.stride()), dtype=meta.dtype)
+        if value.is_floating_point():
+            value.normal_()
+        else:
+            value.zero_()
+        values.append(value)
+    return values
+
+
+class StrideMatched:
+    """Inductor's code for a region, called with inputs laid out as it was compiled for.
+
+    Inductor's generated code checks each input's size and stride. A value copied between
+    tiers arrives contiguous where eager gave it other strides: such an input is copied
+    into the compiled layout first. A layer split between the CPU and a device calls the
+    region on a slice of its weights: other sizes, which the eager graph runs. (The
+    checks cost a few hundred nanoseconds per input.)"""
+
+    def __init__(self, compiled: Callable[..., Any], eager: Callable[..., Any], inputs: Sequence[Any]) -> None:
+        self._compiled, self._eager = compiled, eager
+        tensors = [(index, value) for index, value in enumerate(inputs) if isinstance(value, torch.Tensor)]
+        self._layouts = [(index, value.shape, value.stride()) for index, value in tensors]
+
+    def __call__(self, *args: Any) -> Any:
+        fixed = None
+        for index, shape, stride in self._layouts:
+            value = args[index]
+            if value.shape != shape:
+                return self._eager(*args)
+            if value.stride() != stride:
+                fixed = fixed or list(args)
+                fixed[index] = torch.empty_strided(shape, stride, dtype=value.dtype, device=value.device).copy_(value)
+        return self._compiled(*(fixed or args))
+
+
+def _time_side_by_side(eager: Callable, compiled: Callable, inputs: list[Any]) -> tuple[float, float]:
+    """Median seconds per call of each, timed interleaved after a warm-up call of each."""
+    with torch.no_grad():
+        eager(*inputs)
+        compiled(*inputs)
+        repeats = max(1, round(SAMPLE_S / max(_one_call(eager, inputs, 1), 1e-7)))
+        samples: tuple[list[float], list[float]] = ([], [])
+        for _ in range(TIMED_SAMPLES):
+            samples[0].append(_one_call(eager, inputs, repeats))
+            samples[1].append(_one_call(compiled, inputs, repeats))
+    return statistics.median(samples[0]), statistics.median(samples[1])
+
+
+def _one_call(forward: Callable, inputs: list[Any], repeats: int) -> float:
+    start = time.perf_counter()
+    for _ in range(repeats):
+        forward(*inputs)
+    return (time.perf_counter() - start) / repeats
