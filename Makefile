@@ -96,21 +96,30 @@ fuzz:
 	UBSAN_OPTIONS=print_stacktrace=1 build/fuzz/safetensors_fuzz -max_total_time=$(FUZZ_SECONDS) \
 		-max_len=4096 -artifact_prefix=build/fuzz/ build/fuzz/corpus cpp/fuzz/corpus/safetensors
 
-# The benchmarks, suite S1 first. Their baselines are pyproject.toml's bench extra, installed
-# first as plain packages (torch stays as it is). QUICK=1 passes --quick to every script: small
-# and short runs, a smoke test rather than a measurement.
-bench: BENCH_FLAGS = $(if $(filter 1,$(QUICK)),--quick)
+# The benchmarks, suite S1 first, S4 only where torch sees a CUDA GPU; then the README's tables
+# and docs/figures from the results. Their baselines are pyproject.toml's bench extra, installed
+# first as plain packages (torch stays as it is). QUICK=1 runs every script with --quick (small
+# and short: a smoke test, not a measurement), its results under build/bench-quick, so that
+# bench/results keeps full runs only. A suite that fails is reported and the others still run.
+BENCH_SUITES := s1_fit overhead artifact_load planner streaming train_step pipeline serve_load
 bench: $(VENV)/.built
 	$(PY) -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["bench"]))' \
 		| xargs -d '\n' $(PY) -m pip install -q
-	$(PY) bench/s1_fit.py $(BENCH_FLAGS)
-	$(PY) bench/overhead.py $(BENCH_FLAGS)
-	$(PY) bench/artifact_load.py $(BENCH_FLAGS)
-	$(PY) bench/planner.py $(BENCH_FLAGS)
-	$(PY) bench/streaming.py $(BENCH_FLAGS)
-	$(PY) bench/train_step.py $(BENCH_FLAGS)
-	$(PY) bench/pipeline.py $(BENCH_FLAGS)
-	$(PY) bench/serve_load.py $(BENCH_FLAGS)
+	@failed=""; \
+	for suite in $(BENCH_SUITES); do \
+		args=$$( [ "$(QUICK)" = 1 ] && echo "--quick --out build/bench-quick/$$suite.json" ); \
+		echo "== bench/$$suite.py $$args"; \
+		$(PY) bench/$$suite.py $$args || failed="$$failed $$suite"; \
+	done; \
+	if $(PY) -c 'import sys, torch; sys.exit(not torch.cuda.is_available())'; then \
+		args=$$( [ "$(QUICK)" = 1 ] && echo "--quick --out build/bench-quick/s4_gpu.json" || echo "--out bench/results/s4-latest.json" ); \
+		echo "== bench/s4_gpu.py $$args"; \
+		$(PY) bench/s4_gpu.py $$args || failed="$$failed s4_gpu"; \
+	else \
+		echo "== S4 (bench/s4_gpu.py) skipped: torch sees no CUDA GPU here"; \
+	fi; \
+	if [ "$(QUICK)" != 1 ]; then $(PY) bench/figures.py && $(PY) bench/tables.py || failed="$$failed tables"; fi; \
+	if [ -n "$$failed" ]; then echo "bench: failed:$$failed"; exit 1; fi
 
 clean:
 	rm -rf build $(VENV)

@@ -186,6 +186,9 @@ def build_onnxruntime(w: Workload, scratch: Path) -> Built:
     exported = time.perf_counter()
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = torch.get_num_threads()  # the same threads as every other system
+    # Its threads otherwise spin for a while after each run, taking the cores from the
+    # system timed next in the interleaving (seen here: that system 1.1-1.6x slower).
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
     done = time.perf_counter()
     feeds = {i.name: arg.numpy() for i, arg in zip(session.get_inputs(), w.args)}
@@ -297,6 +300,7 @@ def versions() -> dict:
         "transformers": version("transformers"),
         "onnxruntime": version("onnxruntime"),
         "onnx": version("onnx"),
+        "onnxscript": version("onnxscript"),
     }
 
 

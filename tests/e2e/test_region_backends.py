@@ -55,6 +55,17 @@ def test_inductor_regions_match_eager_on_real_architectures(name):
     assert "Numerics: checked against eager PyTorch on the example inputs" in text
 
 
+def test_compiling_the_same_model_again_takes_inductors_code_from_its_cache():
+    from torch._dynamo.utils import counters
+
+    model, x = mlp(width=40), torch.randn(3, 40)
+    config = tt.CompileConfig(region_backend="inductor")
+    tt.compile(model, (x,), config=config)
+    hits = counters["inductor"]["fxgraph_cache_hit"]
+    tt.compile(mlp(width=40), (x,), config=config)
+    assert counters["inductor"]["fxgraph_cache_hit"] == hits + 1  # its one region
+
+
 def test_auto_keeps_the_faster_backend_per_region_and_shows_both_times():
     model, x = mlp(), torch.randn(8, 64)
     compiled = tt.compile(model, (x,), config=tt.CompileConfig(region_backend="auto", max_region_nodes=2))

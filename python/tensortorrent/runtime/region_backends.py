@@ -25,6 +25,8 @@ from typing import Any
 
 import torch
 from torch import fx
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
 from ..errors import UnsupportedError
 from ..partition import Region, build_region_module
@@ -146,7 +148,7 @@ def _compile_region(module: fx.GraphModule, region: Region, timed: bool) -> tupl
     start = time.perf_counter()
     try:
         with torch.no_grad():
-            compiled = torch._inductor.compile(module, inputs)
+            compiled = torch._inductor.compile(module, _fake(inputs))
     except Exception as error:  # inductor's failures are many and internal; the region stays eager
         log.warning("region %d stays eager: inductor could not compile it (%s)", region.index, error)
         return RegionChoice(EAGER, note=f"inductor failed: {type(error).__name__}: {str(error)[:120]}"), None
@@ -177,6 +179,14 @@ def example_inputs(in_nodes: Sequence[fx.Node]) -> list[Any]:
             value.zero_()
         values.append(value)
     return values
+
+
+def _fake(inputs: list[Any]) -> list[Any]:
+    """The inputs as fake tensors of static shape under a mode with a shape environment:
+    inductor keys its on-disk graph cache on that environment, and bypasses the cache
+    for real tensors (which carry none)."""
+    mode = FakeTensorMode(shape_env=ShapeEnv())
+    return [mode.from_tensor(v, static_shapes=True) if isinstance(v, torch.Tensor) else v for v in inputs]
 
 
 class StrideMatched:
