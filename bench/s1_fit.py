@@ -37,7 +37,7 @@ import tensortorrent as tt
 
 FULL = Settings(runs=21, sample_ns=80_000_000, warmup_ns=300_000_000)
 QUICK = Settings(runs=5, sample_ns=10_000_000, warmup_ns=20_000_000)
-SYSTEMS = ("eager", "torch_compile", "onnxruntime", "tensortorrent", "tensortorrent_inductor")
+SYSTEMS = ("eager", "torch_compile", "onnxruntime", "tensortorrent", "tensortorrent_inductor", "tensortorrent_auto")
 ERROR_CHARS = 1000  # an inductor or exporter error can run to pages; the head says what failed
 
 
@@ -208,12 +208,17 @@ def build_tensortorrent_inductor(w: Workload, scratch: Path) -> Built:
     return build_tensortorrent(w, scratch, tt.CompileConfig(region_backend="inductor"))
 
 
+def build_tensortorrent_auto(w: Workload, scratch: Path) -> Built:
+    return build_tensortorrent(w, scratch, tt.CompileConfig(region_backend="auto"))
+
+
 BUILDERS = {
     "eager": build_eager,
     "torch_compile": build_torch_compile,
     "onnxruntime": build_onnxruntime,
     "tensortorrent": build_tensortorrent,
     "tensortorrent_inductor": build_tensortorrent_inductor,
+    "tensortorrent_auto": build_tensortorrent_auto,
 }
 
 

@@ -58,6 +58,7 @@ S1_SYSTEMS = {
     "onnxruntime": "ONNX Runtime",
     "tensortorrent": "TensorTorrent",
     "tensortorrent_inductor": "TensorTorrent (Inductor regions)",
+    "tensortorrent_auto": "TensorTorrent (auto regions)",
 }
 NOT_OK = {"failed": "failed", "missing": "missing (not installed)", "skipped": "skipped"}
 S2_SYSTEMS = {

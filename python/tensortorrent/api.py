@@ -37,7 +37,7 @@ from .planning.streaming import UNBOUNDED, Layout
 from .runtime import CompiledModule
 from .runtime.numerics_check import check_numerics
 from .runtime.program_runner import ProgramRunner
-from .runtime.region_backends import EAGER, compile_regions, eager_backends
+from .runtime.region_backends import AUTO, EAGER, compile_regions, eager_backends, unless_model_forward_is_faster
 
 log = logging.getLogger(__name__)
 
@@ -160,6 +160,8 @@ class _Build:
             with stage("compile regions"):
                 on_region = progress.region_compiling if progress is not None else None
                 backends = compile_regions(program, regions, config.region_backend, on_region=on_region)
+                if self._may_call_model_forward(regions, backends, streaming):
+                    backends = self._unless_model_forward_is_faster(program, regions, backends, signature)
         runner = ProgramRunner(program, regions, backends)
         with stage("profile"):
             flat = signature.flatten(self.args, self.kwargs)
@@ -200,6 +202,25 @@ class _Build:
                 region_backends=backends,
             )
         return compiled, placement
+
+    def _may_call_model_forward(self, regions, backends, streaming: bool) -> bool:
+        """Whether "auto" compiled the one region of a plan whose direct path would
+        otherwise call the model's own forward (a resident CPU plan, the model in eval mode)."""
+        return (
+            self.config.region_backend == AUTO
+            and len(regions) == 1
+            and backends.compiled_count == 1
+            and not streaming
+            and self.plan_machine.is_cpu_only
+            and not any(module.training for module in self.model.modules())
+        )
+
+    def _unless_model_forward_is_faster(self, program, regions, backends, signature):
+        runner = ProgramRunner(program, regions, backends)
+        flat = signature.flatten(self.args, self.kwargs)
+        return unless_model_forward_is_faster(
+            backends, lambda: runner.run_inline(flat), lambda: self.model(*self.args, **self.kwargs)
+        )
 
     def training_twin(self) -> CompiledModule:
         """The program train() switches to: the model captured in training mode, planned

@@ -79,6 +79,24 @@ def test_auto_keeps_the_faster_backend_per_region_and_shows_both_times():
     assert_close_to_eager(compiled, model, (x,))
 
 
+@pytest.mark.parametrize("model_forward_faster", [True, False])
+def test_auto_on_a_one_region_plan_keeps_the_models_own_forward_where_it_is_faster(monkeypatch, model_forward_faster):
+    """The direct path of an eager plan calls the model's forward: "auto" compares inductor's
+    region with that (the region's own eager graph is timed first)."""
+    from tensortorrent.runtime import region_backends
+
+    timings = iter([(2.0, 1.0), (1.0, 2.0) if model_forward_faster else (2.0, 1.0)])  # (eager s, compiled s)
+    monkeypatch.setattr(region_backends, "time_side_by_side", lambda eager, compiled: next(timings))
+    model, x = mlp(depth=1), torch.randn(4, 64)
+    compiled = tt.compile(model, (x,), config=tt.CompileConfig(region_backend="auto"))
+    assert compiled.uses_direct_path
+    (choice,) = compiled.artifact_parts().region_backends.choices
+    assert compiled._runner.kernels[0].compiled is not model_forward_faster
+    assert compiled._runs_model_forward is model_forward_faster
+    assert ("the model's own forward ran faster" in compiled.explain()) is model_forward_faster
+    assert_close_to_eager(compiled, model, (x,))
+
+
 def test_a_single_region_runs_inductors_code_on_the_direct_path():
     model, x = mlp(depth=1), torch.randn(4, 64)
     compiled = tt.compile(model, (x,), config=tt.CompileConfig(region_backend="inductor"))

@@ -94,6 +94,7 @@ system, interleaved, after a 300 ms warm-up.
 |  | ONNX Runtime | missing (not installed), note 2 |  |  |  |
 |  | TensorTorrent | 11.3 ms (10.7-13.5) | 1.01x | max abs 2.4e-07 | built in 0.20 s; 1 region(s), direct path |
 |  | TensorTorrent (Inductor regions) | 950 us (900-1210) | 0.09x | max abs 0, cosine 0.999999, argmax 100.0% |  |
+|  | TensorTorrent (auto regions) | not recorded |  |  |  |
 
 Notes:
 

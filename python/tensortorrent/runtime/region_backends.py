@@ -156,7 +156,7 @@ def _compile_region(module: fx.GraphModule, region: Region, timed: bool) -> tupl
     forward = StrideMatched(compiled, module.forward, inputs)
     if not timed:
         return RegionChoice(INDUCTOR, compile_s), forward
-    eager_s, inductor_s = _time_side_by_side(module.forward, forward, inputs)
+    eager_s, inductor_s = time_side_by_side(lambda: module.forward(*inputs), lambda: forward(*inputs))
     backend = INDUCTOR if inductor_s < eager_s else EAGER
     return RegionChoice(backend, compile_s, eager_s, inductor_s), forward if backend == INDUCTOR else None
 
@@ -215,21 +215,36 @@ class StrideMatched:
         return self._compiled(*(fixed or args))
 
 
-def _time_side_by_side(eager: Callable, compiled: Callable, inputs: list[Any]) -> tuple[float, float]:
+def time_side_by_side(eager: Callable[[], Any], compiled: Callable[[], Any]) -> tuple[float, float]:
     """Median seconds per call of each, timed interleaved after a warm-up call of each."""
     with torch.no_grad():
-        eager(*inputs)
-        compiled(*inputs)
-        repeats = max(1, round(SAMPLE_S / max(_one_call(eager, inputs, 1), 1e-7)))
+        eager()
+        compiled()
+        repeats = max(1, round(SAMPLE_S / max(_one_call(eager, 1), 1e-7)))
         samples: tuple[list[float], list[float]] = ([], [])
         for _ in range(TIMED_SAMPLES):
-            samples[0].append(_one_call(eager, inputs, repeats))
-            samples[1].append(_one_call(compiled, inputs, repeats))
+            samples[0].append(_one_call(eager, repeats))
+            samples[1].append(_one_call(compiled, repeats))
     return statistics.median(samples[0]), statistics.median(samples[1])
 
 
-def _one_call(forward: Callable, inputs: list[Any], repeats: int) -> float:
+def _one_call(forward: Callable[[], Any], repeats: int) -> float:
     start = time.perf_counter()
     for _ in range(repeats):
-        forward(*inputs)
+        forward()
     return (time.perf_counter() - start) / repeats
+
+
+def unless_model_forward_is_faster(
+    backends: RegionBackends, run_compiled: Callable[[], Any], run_model: Callable[[], Any]
+) -> RegionBackends:
+    """For "auto" on a one-region plan whose direct path would call the model's own
+    forward (which keeps eager's fused kernels, such as nn.TransformerEncoderLayer's fast
+    path, that the captured graph spells out): the compiled region only where it runs
+    faster than that forward, timed side by side on the example inputs."""
+    model_s, compiled_s = time_side_by_side(run_model, run_compiled)
+    if compiled_s < model_s:
+        return backends
+    (choice,) = backends.choices
+    note = "the model's own forward ran faster (eager ms: that forward)"
+    return RegionBackends(backends.mode, (RegionChoice(EAGER, choice.compile_s, model_s, compiled_s, note),), {})
