@@ -336,3 +336,9 @@ def test_a_readme_without_markers_or_a_broken_results_file_is_an_error(bench, tm
     (results / "s1-latest.json").write_text(json.dumps(broken))
     assert tables.main(["--print", "--results", str(results)]) == 2
     assert "s1-latest.json: $.torch_threads: missing" in capsys.readouterr().err
+
+
+def test_the_readme_tables_are_those_of_the_results_in_the_repository(bench, capsys):
+    """make bench regenerates them; a results file committed without the README would fail here."""
+    tables, _ = bench
+    assert tables.main(["--check"]) == 0, capsys.readouterr().err
