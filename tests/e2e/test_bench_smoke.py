@@ -46,7 +46,7 @@ def test_s1_fit_benchmark_quick_run(tmp_path):
     results = run_quick("s1_fit.py", tmp_path / "s1.json", "--systems", "eager,onnxruntime,tensortorrent")
     assert set(results) == S1_KEYS
     assert (results["suite"], results["benchmark"], results["mode"]) == ("S1", "s1_fit", "quick")
-    assert set(results["versions"]) == {"torch", "tensortorrent", "transformers", "onnxruntime", "onnx"}
+    assert set(results["versions"]) == {"torch", "tensortorrent", "transformers", "onnxruntime", "onnx", "onnxscript"}
     assert set(results["workloads"]) == {"mlp_2048x8", "transformer_block", "gpt2_small", "resnet50"}
     onnxruntime_installed = importlib.util.find_spec("onnxruntime") is not None
     for name, workload in results["workloads"].items():
