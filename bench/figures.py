@@ -94,11 +94,15 @@ def s2_budget_panel(axes, name: str, runs: list[dict]) -> None:
     budgets = [w["ram_budget_bytes"] / 2**30 for w in runs]
     for index, system in enumerate(systems):
         shift = (index - (len(systems) - 1) / 2) * step
-        times = [w["systems"][system] for w in runs]
+        entries = [(b, w["systems"][system]) for b, w in zip(budgets, runs)]
+        ran = [(b, t) for b, t in entries if t.get("status", "ok") == "ok"]
+        if not ran:  # failed or missing at every budget: the tables say why
+            continue
+        times = [t for _, t in ran]
         medians = [t["median_s"] for t in times]
         low = [m - min(t["forward_s"] or [m]) for m, t in zip(medians, times)]
         high = [max(t["forward_s"] or [m]) - m for m, t in zip(medians, times)]
-        x = [b + shift for b in budgets]
+        x = [b + shift for b, _ in ran]
         axes.errorbar(x, medians, yerr=[low, high], marker="o", capsize=3, label=S2_SYSTEMS[system])
     half = step * len(systems) / 2
     for index, (run, budget) in enumerate(zip(runs, budgets)):

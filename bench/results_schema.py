@@ -127,9 +127,10 @@ def s2_checkpoint(workload: dict, path: str) -> None:
         bytes_read_per_forward="int",
         bound_s="number",
         tensortorrent_over_bound="number",
-        accelerate_over_tensortorrent="number",
         measured_over_predicted_at_call_speed="number",
     )
+    if workload.get("accelerate_over_tensortorrent") is not None:  # None where Accelerate did not run
+        field(workload, "accelerate_over_tensortorrent", "number", path)
     field(field(workload, "reads", "object", path), "best_plain_gbps", "number", f"{path}.reads")
     systems = field(workload, "systems", "object", path)
     for name in ("eager", "tensortorrent"):  # the bound and the ratios are made of these
@@ -138,6 +139,10 @@ def s2_checkpoint(workload: dict, path: str) -> None:
         where = f"{path}.systems.{name}"
         if not isinstance(system, dict):
             raise ValueError(f"{where}: expected object")
+        if system.get("status", "ok") != "ok":  # files before statuses were recorded hold ok systems only
+            if system["status"] not in ("failed", "missing") or not isinstance(system.get("error"), str):
+                raise ValueError(f"{where}: a system not ok must be failed or missing, with an error string")
+            continue
         fields(
             system, where, median_s="number", over_bound="number", peak_rss_bytes="int", max_abs_error_vs_eager="number"
         )

@@ -12,6 +12,7 @@ bytes TensorTorrent reads per forward, B_best that file's best plain read.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -25,6 +26,8 @@ from s2_workloads import weight_files, workloads, write_checkpoint
 
 SYSTEMS = ("eager", "tensortorrent", "accelerate", "mmap")
 UNBUDGETED = ("eager", "mmap")  # no RAM budget binds them: run once per workload
+BASELINES = ("accelerate", "mmap")  # one that fails or is not installed is recorded so, not fatal
+REQUIRED_PACKAGE = {"accelerate": "accelerate"}
 # RAM budgets as fractions of the weights: the protocol's half first, then the sweep the
 # budget figure draws (docs/figures/s2_budget.png).
 FRACTIONS = (0.5, 0.25, 0.75)
@@ -32,6 +35,7 @@ QUICK_FRACTIONS = (0.5,)
 BENCH = Path(__file__).resolve().parent
 READ_BYTES = 1 << 30  # of the largest checkpoint file, per read system and round
 READ_ROUNDS = 2  # before TensorTorrent's process, and again after it
+ERROR_CHARS = 2000  # of a failed baseline's stderr: its last lines say what failed
 
 
 def merged_reads(before: dict, after: dict) -> dict:
@@ -55,6 +59,21 @@ def run_system(system: str, workload, checkpoint: str, budget: int, runs: int, s
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def run_baseline(system: str, workload, checkpoint: str, budget: int, runs: int, scratch: str, quick: bool) -> dict:
+    """run_system's result with "status": "ok"; for a baseline (BASELINES), a failure or a
+    missing package is that system's result ("failed" or "missing" with the error), not the
+    suite's end. TensorTorrent and eager make the bound: their failure stops the suite."""
+    package = REQUIRED_PACKAGE.get(system)
+    if package is not None and importlib.util.find_spec(package) is None:
+        return {"system": system, "status": "missing", "error": f"{package} is not installed (pip install '.[bench]')"}
+    try:
+        return {**run_system(system, workload, checkpoint, budget, runs, scratch, quick), "status": "ok"}
+    except RuntimeError as error:
+        if system not in BASELINES:
+            raise
+        return {"system": system, "status": "failed", "error": str(error)[-ERROR_CHARS:]}
+
+
 def bench_workload(workload, directory: str, runs: int, quick: bool, plain_reads) -> list[dict]:
     """The workload at each budget of FRACTIONS (QUICK_FRACTIONS with `quick`): one entry per budget.
     The systems no budget binds run once and appear in every entry."""
@@ -76,12 +95,15 @@ def bench_workload(workload, directory: str, runs: int, quick: bool, plain_reads
             scratch = os.path.join(directory, f"{workload.name}-{system}")
             if system == "tensortorrent":
                 before = plain_reads(largest, read_bytes, READ_ROUNDS)
-            result = run_system(system, workload, checkpoint, budget, runs, scratch, quick)
-            if system == "tensortorrent":
-                reads = merged_reads(before, plain_reads(largest, read_bytes, READ_ROUNDS))
-            outputs[system] = torch.load(os.path.join(scratch, f"{system}.pt"))
+            try:
+                result = run_baseline(system, workload, checkpoint, budget, runs, scratch, quick)
+            finally:
+                if system == "tensortorrent":
+                    reads = merged_reads(before, plain_reads(largest, read_bytes, READ_ROUNDS))
+            if result["status"] == "ok":
+                outputs[system] = torch.load(os.path.join(scratch, f"{system}.pt"))
+                result["median_s"] = statistics.median(result["forward_s"])
             shutil.rmtree(scratch, ignore_errors=True)
-            result["median_s"] = statistics.median(result["forward_s"])
             systems[system] = result
             if system in UNBUDGETED:
                 unbudgeted[system] = (result, outputs[system])
@@ -98,8 +120,10 @@ def summary(workload, weight_bytes: int, budget: int, reads: dict, systems: dict
     at_call_speed = [m / p for m, p in zip(ours["forward_s"], ours["predicted_at_call_speed_s"]) if p]
     systems = {name: dict(result) for name, result in systems.items()}  # the shared ones get this budget's ratio
     for system, result in systems.items():
-        result["over_bound"] = result["median_s"] / bound
-        result["max_abs_error_vs_eager"] = float((outputs[system] - outputs["eager"]).abs().max())
+        if result["status"] == "ok":
+            result["over_bound"] = result["median_s"] / bound
+            result["max_abs_error_vs_eager"] = float((outputs[system] - outputs["eager"]).abs().max())
+    accelerate = systems["accelerate"]
     return {
         "workload": vars(workload),
         "weight_bytes": weight_bytes,
@@ -109,7 +133,9 @@ def summary(workload, weight_bytes: int, budget: int, reads: dict, systems: dict
         "bound_s": bound,
         "systems": systems,
         "tensortorrent_over_bound": ours["median_s"] / bound,
-        "accelerate_over_tensortorrent": systems["accelerate"]["median_s"] / ours["median_s"],
+        "accelerate_over_tensortorrent": (
+            accelerate["median_s"] / ours["median_s"] if accelerate["status"] == "ok" else None
+        ),
         "measured_over_predicted": ours["median_s"] / ours["predicted_s"] if ours["predicted_s"] else None,
         "measured_over_predicted_at_call_speed": statistics.median(at_call_speed) if at_call_speed else None,
     }
@@ -127,15 +153,19 @@ def describe(result: dict) -> list[str]:
         f"best plain, {result['reads']['best_plain']})"
     ]
     for system, r in result["systems"].items():
+        if r["status"] != "ok":
+            lines.append(f"  {system:<13} {r['status'].upper()}: {r['error'].strip().splitlines()[-1][:200]}")
+            continue
         lines.append(
             f"  {system:<13} {r['median_s'] * 1e3:8.0f} ms per forward ({r['over_bound']:.2f}x bound), "
             f"peak RSS {r['peak_rss_bytes'] / 2**30:.2f} GiB, max |diff| vs eager {r['max_abs_error_vs_eager']:.2e}"
         )
     ours = result["systems"]["tensortorrent"]
     speeds = ", ".join(f"{g:.2f}" for g in ours["read_gbps"] if g)
+    ratio = result["accelerate_over_tensortorrent"]
     lines.append(
         f"  tensortorrent {result['tensortorrent_over_bound']:.2f}x the bound; accelerate "
-        f"{result['accelerate_over_tensortorrent']:.2f}x slower than tensortorrent"
+        + (f"{ratio:.2f}x slower than tensortorrent" if ratio is not None else "did not run")
     )
     lines.append(
         f"  tensortorrent: {ours['layout']}; reads at {speeds} GB/s; measured/predicted "

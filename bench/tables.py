@@ -214,6 +214,10 @@ def s2_bound(workload: dict) -> str:
     return f"{duration(workload['bound_s'])} = max({duration(compute)}, {read_bytes / 1e9:.3g} GB / {gbps:.2f} GB/s)"
 
 
+def accelerate_ratio(ratio: float | None) -> str:
+    return "Accelerate did not run (see below)" if ratio is None else f"{ratio:.3f}x"
+
+
 def s2_summary(data: dict) -> str:
     header = [
         "workload",
@@ -231,7 +235,7 @@ def s2_summary(data: dict) -> str:
             size(w["ram_budget_bytes"]),
             s2_bound(w),
             f"{w['tensortorrent_over_bound']:.3f}x",
-            f"{w['accelerate_over_tensortorrent']:.3f}x",
+            accelerate_ratio(w.get("accelerate_over_tensortorrent")),
             f"{w['measured_over_predicted_at_call_speed']:.3f}",
         ]
         for w in data["checkpoints"]
@@ -240,26 +244,36 @@ def s2_summary(data: dict) -> str:
 
 
 def s2_systems(data: dict) -> str:
+    """Every system's row per workload and budget; a baseline that failed or is missing
+    keeps its row, its error in a note under the table."""
     header = ["workload", "system", "time per forward: median (min-max)", "multiple of the bound", "peak RSS (VmHWM)"]
     header.append("max abs error vs eager")
-    rows = []
+    rows, notes = [], []
     for workload in data["checkpoints"]:
         systems = workload["systems"]
         names = [s for s in S2_SYSTEMS if s in systems] + [s for s in systems if s not in S2_SYSTEMS]
         for index, name in enumerate(names):
-            system = systems[name]
+            system, label = systems[name], S2_SYSTEMS.get(name, f"`{name}`")
+            first = f"{workload['workload']['name']} at {size(workload['ram_budget_bytes'])}" if index == 0 else ""
+            if system.get("status", "ok") != "ok":
+                notes.append(f"{label} on {workload['workload']['name']}, {system['status']}: {code(system['error'])}")
+                rows.append([first, label, f"{NOT_OK[system['status']]}, note {len(notes)}", "", "", ""])
+                continue
             times = system["forward_s"]
             rows.append(
                 [
-                    workload["workload"]["name"] if index == 0 else "",
-                    S2_SYSTEMS.get(name, f"`{name}`"),
+                    first,
+                    label,
                     spread_s(system["median_s"], min(times), max(times)) if times else duration(system["median_s"]),
                     f"{system['over_bound']:.3f}x",
                     size(system["peak_rss_bytes"]),
                     error_value(system["max_abs_error_vs_eager"]),
                 ]
             )
-    return table(header, rows)
+    text = table(header, rows)
+    if notes:
+        text += "\n\nNotes:\n\n" + "\n".join(f"{i}. {note}" for i, note in enumerate(notes, 1))
+    return text
 
 
 def s2_also(data: dict) -> str:

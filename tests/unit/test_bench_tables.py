@@ -276,7 +276,7 @@ def test_the_s2_and_s3_tables(bench):
     s2 = tables.render_s2(s2_results())
     assert "| mlp (width 4096, 64 layers) | 4.00 GiB | 2.00 GiB | 819 ms = max(380 ms, 2.42 GB / 2.95 GB/s) |" in s2
     assert "| 1.150x | 2.340x | 1.010 |" in s2
-    assert "| mlp | TensorTorrent | 950 ms (920-1020) | 1.150x | 2.50 GiB | 0 |" in s2
+    assert "| mlp at 2.00 GiB | TensorTorrent | 950 ms (920-1020) | 1.150x | 2.50 GiB | 0 |" in s2
     assert "|  | Accelerate (disk offload) | 2.22 s (2.01-2.44) | 2.710x | 6.00 GiB | 0 |" in s2
     s3 = tables.render_s3(s3_results())
     assert "**Quick run" in s3 and "commit `0123456789` (with uncommitted changes)" in s3
@@ -284,6 +284,24 @@ def test_the_s2_and_s3_tables(bench):
     assert "| (b) planning time, 1000 regions on 4 devices | 342 ms (337-343) | under 1 s |" in s3
     assert "| cpu/mlp | 12 | 10.3 ms | 10.4 ms (10.2-12.2) | 1.007 |" in s3
     assert "| declared/stack (see the note) | 12 |" in s3 and "agreement there is by construction" in s3
+
+
+@pytest.mark.parametrize("status", ["failed", "missing"])
+def test_an_s2_baseline_that_did_not_run_stays_in_the_tables_with_its_error(bench, status):
+    tables, schema = bench
+    data = s2_results()
+    workload = data["checkpoints"][0]
+    workload["systems"]["accelerate"] = {"system": "accelerate", "status": status, "error": "RuntimeError: out of disk"}
+    workload["accelerate_over_tensortorrent"] = None
+    schema.validate(data)
+    s2 = tables.render_s2(data)
+    label = "failed" if status == "failed" else "missing (not installed)"
+    assert f"|  | Accelerate (disk offload) | {label}, note 1 |  |  |  |" in s2
+    assert f"1. Accelerate (disk offload) on mlp, {status}: `RuntimeError: out of disk`" in s2
+    assert "| Accelerate did not run (see below) |" in s2
+    del workload["systems"]["accelerate"]["error"]
+    with pytest.raises(ValueError, match=r"systems\.accelerate: a system not ok must be failed or missing"):
+        schema.validate(data)
 
 
 def test_a_suite_not_run_gets_a_line_with_the_command(bench):
