@@ -27,8 +27,11 @@ RESULTS_DIR = ROOT / "bench" / "results"
 
 
 def drop_page_cache(paths, mappings=()) -> None:
-    """Evicts the files' pages before a cold read: first this process's mappings of them
-    (mmap.mmap objects), then the page cache."""
+    """Evicts the files' pages before a cold read: first every dirty page on the machine
+    is written back (a checkpoint or an offload folder written just before would
+    otherwise be flushed during the timed reads, halving them), then this process's
+    mappings of the files (mmap.mmap objects) are dropped, then their page cache."""
+    os.sync()
     for mapping in mappings:
         mapping.madvise(mmap.MADV_DONTNEED)
     for path in paths:
