@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import json
+import math
 import mmap
 import os
 import platform
@@ -80,7 +81,10 @@ def warm_up_and_size(fn: Callable[[], object], settings: Settings) -> int:
 def compare(
     systems: dict[str, Callable[[], object]], settings: Settings, errors: dict[str, Exception] | None = None
 ) -> dict[str, dict]:
-    """Times the systems interleaved (A, B, A, B, ...) so drift in the machine hits all alike.
+    """Times the systems interleaved, one sample of each per round, so drift in the machine
+    hits all alike. Each round starts one system further on (A B C, B C A, C A B, ...): no
+    system always runs right after the same other one, whose threads or evicted caches it
+    would inherit. Sample i of every system comes from round i (see paired_ratio).
 
     Without `errors` an exception propagates. With it, a system that raises is dropped from
     the timing and its exception kept there under its name, so one failing baseline does not
@@ -94,8 +98,10 @@ def compare(
                 raise
             errors[name] = error
     samples: dict[str, list[float]] = {name: [] for name in batch}
-    for _ in range(settings.runs):
-        for name in list(batch):
+    names = list(batch)
+    for round_index in range(settings.runs):
+        start = round_index % len(names)
+        for name in [n for n in names[start:] + names[:start] if n in batch]:
             try:
                 samples[name].append(per_call_us(systems[name], batch[name]))
             except Exception as error:
@@ -104,6 +110,23 @@ def compare(
                 errors[name] = error
                 del batch[name]
     return {name: {**summarize(samples[name]), "calls_per_sample": batch[name]} for name in batch}
+
+
+def paired_ratio(samples: list[float], reference: list[float], confidence: float = 0.95) -> dict:
+    """The median over rounds of a system's sample over the reference's sample of the same
+    round, and a `confidence` interval of that median (order statistics of the ratios: no
+    assumption about their distribution). Pairing by round cancels the machine's drift
+    that hits both, so the interval is narrower than the medians' spreads suggest."""
+    ratios = sorted(s / r for s, r in zip(samples, reference, strict=True))
+    n = len(ratios)
+    # The widest rank j whose interval [ratios(j), ratios(n+1-j)] misses the median with
+    # probability at most 1 - confidence: P(Binomial(n, 1/2) <= j - 1) <= (1 - confidence) / 2.
+    tail, below, j = (1 - confidence) / 2, 0.0, 0
+    while below + math.comb(n, j) / 2**n <= tail:
+        below += math.comb(n, j) / 2**n
+        j += 1
+    j = max(j, 1)
+    return {"median": statistics.median(ratios), "low": ratios[j - 1], "high": ratios[n - j], "confidence": confidence}
 
 
 def busy_cpu_s() -> tuple[float, float]:

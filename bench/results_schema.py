@@ -80,6 +80,9 @@ def s1_system(entry: dict, path: str) -> None:
             raise ValueError(f"{path}.error: empty: a system {status} must say why")
         return
     timing(field(entry, "timing", "object", path), f"{path}.timing")
+    # Results from before paired ratios were recorded have none: their tables show medians only.
+    for reference, ratio in (field(entry, "paired_ratios", "object", path) if "paired_ratios" in entry else {}).items():
+        fields(ratio, f"{path}.paired_ratios.{reference}", median="number", low="number", high="number")
     fields(
         entry,
         path,

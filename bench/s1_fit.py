@@ -11,8 +11,10 @@ eager's median, its agreement with eager's output, and what building it cost.
     python bench/s1_fit.py --quick --systems eager,onnxruntime,tensortorrent --out /tmp/s1.json
 
 Protocol (BENCHMARKS.md): one process, the same inputs and thread count for every system,
-a warm-up, then samples interleaved A, B, C, ... Each sample is a batch of calls sized to
-take about 80 ms, reported per call. A system that is not installed or raises is recorded
+a warm-up, then samples interleaved A, B, C, ... (each round starting one system further on).
+Each sample is a batch of calls sized to take about 80 ms, reported per call. Besides the
+ratio of medians, each system's ratio to eager and to torch.compile is taken per round
+(paired), with a 95% confidence interval of its median. A system that is not installed or raises is recorded
 as missing or failed with its error; it is never dropped.
 """
 
@@ -30,14 +32,17 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import torch
-from harness import Settings, compare, machine, spread, write_results
+from harness import Settings, compare, machine, paired_ratio, spread, write_results
 from torch import nn
 
 import tensortorrent as tt
 
-FULL = Settings(runs=21, sample_ns=80_000_000, warmup_ns=300_000_000)
+FULL = Settings(runs=41, sample_ns=80_000_000, warmup_ns=300_000_000)
 QUICK = Settings(runs=5, sample_ns=10_000_000, warmup_ns=20_000_000)
 SYSTEMS = ("eager", "torch_compile", "onnxruntime", "tensortorrent", "tensortorrent_inductor", "tensortorrent_auto")
+# Each system's samples over these systems' samples of the same round (harness.paired_ratio):
+# eager is every ratio's reference, whole-model torch.compile what inductor regions must match.
+PAIRED_REFERENCES = ("eager", "torch_compile")
 ERROR_CHARS = 1000  # an inductor or exporter error can run to pages; the head says what failed
 
 
@@ -284,6 +289,11 @@ def bench_workload(w: Workload, systems: tuple[str, ...], settings: Settings) ->
                 "status": "ok",
                 "timing": timing,
                 "ratio_to_eager": ratio,
+                "paired_ratios": {
+                    reference: paired_ratio(timing["samples_us"], timings[reference]["samples_us"])
+                    for reference in PAIRED_REFERENCES
+                    if reference in timings and reference != system
+                },
                 **checked[system],
                 "build_s": b.build_s,
                 "notes": b.notes,

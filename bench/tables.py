@@ -161,7 +161,37 @@ def s1_row(system: str, result: dict | None, notes: list[str], where: str) -> li
     agreement = "reference" if system == "eager" else s1_agreement(result)
     built = [f"built in {result['build_s']:.2f} s"] if result["build_s"] is not None else []
     remarks = "; ".join(built + ([result["notes"]] if result["notes"] else []))
-    return [name, latency, f"{result['ratio_to_eager']:.2f}x", agreement, remarks]
+    vs_eager = f"{result['ratio_to_eager']:.2f}x"
+    if "eager" in result.get("paired_ratios", {}):
+        vs_eager += f" {interval(result['paired_ratios']['eager'])}"
+    return [name, latency, vs_eager, agreement, remarks]
+
+
+def interval(ratio: dict) -> str:
+    return f"[{ratio['low']:.2f}, {ratio['high']:.2f}]"
+
+
+def paired(ratio: dict | None) -> str:
+    return "-" if ratio is None else f"{ratio['median']:.3f}x {interval(ratio)}"
+
+
+def s1_against_torch_compile(data: dict) -> str | None:
+    """Per workload, each TensorTorrent system's paired ratio to whole-model torch.compile
+    (None where torch.compile ran on no workload)."""
+    names = [s for s in S1_SYSTEMS if s.startswith("tensortorrent")]
+    rows = []
+    for workload, entry in data["workloads"].items():
+        systems = entry["systems"]
+        ratios = [systems.get(s, {}).get("paired_ratios", {}).get("torch_compile") for s in names]
+        if any(ratios):
+            rows.append([workload, *(paired(r) for r in ratios)])
+    if not rows:
+        return None
+    intro = (
+        "TensorTorrent against whole-model torch.compile: the median over rounds of each round's ratio "
+        "(lower is faster) [95% confidence interval of that median]."
+    )
+    return intro + "\n\n" + table(["workload", *(S1_SYSTEMS[s] for s in names)], rows)
 
 
 def render_s1(data: dict) -> str:
@@ -181,7 +211,7 @@ def render_s1(data: dict) -> str:
         "workload",
         "system",
         "latency per call: median (min-max)",
-        "vs eager",
+        "vs eager: ratio of medians [paired 95% CI]",
         "agreement with eager",
         "build, remarks",
     ]
@@ -194,6 +224,9 @@ def render_s1(data: dict) -> str:
         workloads,
         table(header, rows),
     ]
+    against = s1_against_torch_compile(data)
+    if against:
+        parts.append(against)
     if notes:
         parts.append("Notes:\n\n" + "\n".join(f"{i}. {note}" for i, note in enumerate(notes, 1)))
     return "\n\n".join(parts) + "\n"

@@ -159,7 +159,14 @@ class _Build:
         if config.region_backend != EAGER and not training:
             with stage("compile regions"):
                 on_region = progress.region_compiling if progress is not None else None
-                backends = compile_regions(program, regions, config.region_backend, on_region=on_region)
+                flat = signature.flatten(self.args, self.kwargs)
+                backends = compile_regions(
+                    program,
+                    regions,
+                    config.region_backend,
+                    on_region=on_region,
+                    region_inputs=lambda: ProgramRunner(program, regions).region_inputs(flat),
+                )
                 if self._may_call_model_forward(regions, backends, streaming):
                     backends = self._unless_model_forward_is_faster(program, regions, backends, signature)
         runner = ProgramRunner(program, regions, backends)

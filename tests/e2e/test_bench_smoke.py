@@ -38,7 +38,8 @@ def test_overhead_benchmark_quick_run(tmp_path):
 
 S1_KEYS = set("suite benchmark mode utc machine versions torch_threads settings workloads duration_s".split())
 S1_SYSTEMS = {"eager", "torch_compile", "onnxruntime", "tensortorrent", "tensortorrent_inductor", "tensortorrent_auto"}
-S1_OK_KEYS = {"status", "timing", "ratio_to_eager", "max_abs_error", "cosine", "argmax_agreement", "build_s", "notes"}
+S1_OK_KEYS = {"status", "timing", "ratio_to_eager", "paired_ratios", "max_abs_error", "cosine", "argmax_agreement"}
+S1_OK_KEYS |= {"build_s", "notes"}
 
 
 def test_s1_fit_benchmark_quick_run(tmp_path):
@@ -62,6 +63,9 @@ def test_s1_fit_benchmark_quick_run(tmp_path):
             assert result["max_abs_error"] < 1e-4
             assert (result["cosine"] is not None) == (name == "gpt2_small")
         assert systems["eager"]["ratio_to_eager"] == 1.0 and systems["eager"]["max_abs_error"] == 0
+        assert systems["eager"]["paired_ratios"] == {}  # torch.compile was not selected
+        paired = systems["tensortorrent"]["paired_ratios"]["eager"]
+        assert paired["low"] <= paired["median"] <= paired["high"]
         onnx = systems["onnxruntime"]
         if not onnxruntime_installed:
             assert onnx["status"] == "missing" and "onnxruntime" in onnx["error"]

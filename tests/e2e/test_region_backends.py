@@ -79,6 +79,25 @@ def test_auto_keeps_the_faster_backend_per_region_and_shows_both_times():
     assert_close_to_eager(compiled, model, (x,))
 
 
+def test_auto_times_each_region_on_the_values_a_call_on_the_example_inputs_computes(monkeypatch):
+    """Not on random values of their shapes: the model's weights and the activations of
+    the example inputs (a kernel's speed can depend on them: NaNs, denormals)."""
+    from tensortorrent.runtime import region_backends
+
+    timed_outputs = []
+
+    def record(eager, compiled):
+        timed_outputs.append(eager())
+        return 2.0, 1.0
+
+    monkeypatch.setattr(region_backends, "time_side_by_side", record)
+    model, x = mlp(), torch.randn(8, 64)
+    compiled = tt.compile(model, (x,), config=tt.CompileConfig(region_backend="auto", max_region_nodes=2))
+    assert len(timed_outputs) == compiled.region_count > 1
+    (last,) = timed_outputs[-1]
+    torch.testing.assert_close(last, eager_outputs(model, (x,)), atol=1e-5, rtol=1e-4)
+
+
 @pytest.mark.parametrize("model_forward_faster", [True, False])
 def test_auto_on_a_one_region_plan_keeps_the_models_own_forward_where_it_is_faster(monkeypatch, model_forward_faster):
     """The direct path of an eager plan calls the model's forward: "auto" compares inductor's

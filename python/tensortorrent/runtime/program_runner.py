@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -147,6 +147,14 @@ class ProgramRunner:
         env = self.call_values(flat_inputs, grad)
         env.extend([None] * (self.slot_count - len(env)))
         return InlineCall(self, env)
+
+    def region_inputs(self, flat_inputs: list[Any]) -> Iterator[list[Any]]:
+        """Each region's input values in a call on `flat_inputs`, in region order; the
+        region runs when the next one is asked for (what "auto" times regions on)."""
+        call = self.new_call(flat_inputs)
+        for index, kernel in enumerate(self.kernels):
+            yield [call.env[slot] for slot in kernel.in_slots]
+            call.run_region(index)
 
     def run_inline(self, flat_inputs: list[Any], grad: bool = False) -> Any:
         """Runs every region in order on the calling thread (the direct path); with
