@@ -161,37 +161,33 @@ def s1_row(system: str, result: dict | None, notes: list[str], where: str) -> li
     agreement = "reference" if system == "eager" else s1_agreement(result)
     built = [f"built in {result['build_s']:.2f} s"] if result["build_s"] is not None else []
     remarks = "; ".join(built + ([result["notes"]] if result["notes"] else []))
-    vs_eager = f"{result['ratio_to_eager']:.2f}x"
-    if "eager" in result.get("paired_ratios", {}):
-        vs_eager += f" {interval(result['paired_ratios']['eager'])}"
-    return [name, latency, vs_eager, agreement, remarks]
-
-
-def interval(ratio: dict) -> str:
-    return f"[{ratio['low']:.2f}, {ratio['high']:.2f}]"
+    return [name, latency, f"{result['ratio_to_eager']:.2f}x", agreement, remarks]
 
 
 def paired(ratio: dict | None) -> str:
-    return "-" if ratio is None else f"{ratio['median']:.3f}x {interval(ratio)}"
+    return "-" if ratio is None else f"{ratio['median']:.3f}x [{ratio['low']:.3f}, {ratio['high']:.3f}]"
 
 
-def s1_against_torch_compile(data: dict) -> str | None:
-    """Per workload, each TensorTorrent system's paired ratio to whole-model torch.compile
-    (None where torch.compile ran on no workload)."""
-    names = [s for s in S1_SYSTEMS if s.startswith("tensortorrent")]
+def s1_paired(data: dict) -> str | None:
+    """Per workload and system, its paired ratios to eager and to whole-model torch.compile
+    (None for results recorded before paired ratios were)."""
     rows = []
     for workload, entry in data["workloads"].items():
-        systems = entry["systems"]
-        ratios = [systems.get(s, {}).get("paired_ratios", {}).get("torch_compile") for s in names]
-        if any(ratios):
-            rows.append([workload, *(paired(r) for r in ratios)])
+        timed = [(s, r) for s, r in entry["systems"].items() if r["status"] == "ok" and r.get("paired_ratios")]
+        for index, (system, result) in enumerate(timed):
+            ratios = result["paired_ratios"]
+            name = S1_SYSTEMS.get(system, f"`{system}`")
+            rows.append(
+                [workload if index == 0 else "", name, paired(ratios.get("eager")), paired(ratios.get("torch_compile"))]
+            )
     if not rows:
         return None
     intro = (
-        "TensorTorrent against whole-model torch.compile: the median over rounds of each round's ratio "
-        "(lower is faster) [95% confidence interval of that median]."
+        "Paired ratios: per round, a system's sample over the reference's sample of the same round; the "
+        "median over rounds [95% confidence interval of that median]. Lower is faster; an interval that "
+        "contains 1.000 is a difference this run cannot tell from noise."
     )
-    return intro + "\n\n" + table(["workload", *(S1_SYSTEMS[s] for s in names)], rows)
+    return intro + "\n\n" + table(["workload", "system", "vs eager", "vs torch.compile"], rows)
 
 
 def render_s1(data: dict) -> str:
@@ -211,7 +207,7 @@ def render_s1(data: dict) -> str:
         "workload",
         "system",
         "latency per call: median (min-max)",
-        "vs eager: ratio of medians [paired 95% CI]",
+        "vs eager",
         "agreement with eager",
         "build, remarks",
     ]
@@ -224,9 +220,9 @@ def render_s1(data: dict) -> str:
         workloads,
         table(header, rows),
     ]
-    against = s1_against_torch_compile(data)
-    if against:
-        parts.append(against)
+    pairs = s1_paired(data)
+    if pairs:
+        parts.append(pairs)
     if notes:
         parts.append("Notes:\n\n" + "\n".join(f"{i}. {note}" for i, note in enumerate(notes, 1)))
     return "\n\n".join(parts) + "\n"
