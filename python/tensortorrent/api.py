@@ -37,7 +37,7 @@ from .planning.streaming import UNBOUNDED, Layout
 from .runtime import CompiledModule
 from .runtime.numerics_check import check_numerics
 from .runtime.program_runner import ProgramRunner
-from .runtime.region_backends import AUTO, EAGER, compile_regions, eager_backends, unless_model_forward_is_faster
+from .runtime.region_backends import INDUCTOR, compile_regions, eager_backends, unless_model_forward_is_faster
 
 log = logging.getLogger(__name__)
 
@@ -108,7 +108,7 @@ def compile(
 
     stages = (
         STAGES[:2]
-        + (["compile regions"] if config.region_backend != EAGER else [])
+        + ["compile regions"]
         + STAGES[2:]
         + (["stream"] if streaming else [])
         + (["training"] if config.allow_training else [])
@@ -156,7 +156,7 @@ class _Build:
             layers = layer_paths(model) | (parameter_owners(program) if fine else frozenset())
             regions = partition(program, layers, config.max_region_nodes, innermost=fine)
         backends = eager_backends(len(regions))
-        if config.region_backend != EAGER and not training:
+        if not training:  # the training program runs aten's kernels op by op, which autograd records
             with stage("compile regions"):
                 on_region = progress.region_compiling if progress is not None else None
                 flat = signature.flatten(self.args, self.kwargs)
@@ -195,7 +195,7 @@ class _Build:
             compiled = CompiledModule(
                 model=model,
                 # The model's own forward runs eager kernels: not where regions run inductor's.
-                runs_model_forward=not training and backends.compiled_count == 0,
+                runs_model_forward=not training and not backends.forwards,
                 model_name=self.model_name,
                 signature=signature,
                 program=program,
@@ -211,12 +211,13 @@ class _Build:
         return compiled, placement
 
     def _may_call_model_forward(self, regions, backends, streaming: bool) -> bool:
-        """Whether "auto" compiled the one region of a plan whose direct path would
-        otherwise call the model's own forward (a resident CPU plan, the model in eval mode)."""
+        """Whether the one region of a plan whose direct path would otherwise call the
+        model's own forward (a resident CPU plan, the model in eval mode) got another kernel
+        that did not have to be ("inductor" asks for inductor's code)."""
         return (
-            self.config.region_backend == AUTO
+            self.config.region_backend != INDUCTOR
             and len(regions) == 1
-            and backends.compiled_count == 1
+            and bool(backends.forwards)
             and not streaming
             and self.plan_machine.is_cpu_only
             and not any(module.training for module in self.model.modules())

@@ -47,7 +47,7 @@ from .planning.streaming import UNBOUNDED, Layout
 from .planning.weights_on_disk import WeightsOnDisk
 from .runtime import CompiledModule
 from .runtime.program_runner import ProgramRunner
-from .runtime.region_backends import EAGER, compile_regions, eager_backends
+from .runtime.region_backends import EAGER, compile_regions
 from .storage.checkpoint import open_checkpoint
 from .storage.checkpoint_weights import weights_in_checkpoint, with_checksums
 from .storage.name_matching import describe_files
@@ -103,7 +103,7 @@ def compile_from_checkpoint(
             "pass validate_numerics=False",
         )
     model_name = type(model).__qualname__
-    stages = STAGES + (["compile regions"] if config.region_backend != EAGER else [])
+    stages = STAGES + ["compile regions"]
     with CompileProgress(stages) as progress:
         with progress.stage("checkpoint"):
             files = open_checkpoint(checkpoint)
@@ -121,10 +121,8 @@ def compile_from_checkpoint(
             # Weights stream a parameter group at a time: every module owning parameters is a layer.
             layers = layer_paths(model) | parameter_owners(program)
             regions = partition(program, layers, config.max_region_nodes, innermost=True)
-        backends = eager_backends(len(regions))
-        if config.region_backend != EAGER:
-            with progress.stage("compile regions"):
-                backends = compile_regions(program, regions, config.region_backend, on_region=progress.region_compiling)
+        with progress.stage("compile regions"):
+            backends = compile_regions(program, regions, config.region_backend, on_region=progress.region_compiling)
         with progress.stage("plan"):
             flat = signature.flatten(args, kwargs)
             placement = None

@@ -44,7 +44,8 @@ def check(path: str, *expected_paths: str) -> None:
     """Exits 0 if the artifact at `path` loads and matches one of the expected outputs."""
     out = tt.load_compiled(path)(example())
     for expected in expected_paths:
-        if torch.allclose(out, load_file(expected)["out"]):
+        # Within float tolerances: the loading process picks its own kernels (oneDNN or aten).
+        if torch.allclose(out, load_file(expected)["out"], atol=1e-5, rtol=1e-4):
             print("match", expected, flush=True)
             return
     sys.exit("the loaded artifact matches none of the expected outputs")

@@ -15,15 +15,16 @@ from ..capture.program import NormalizedProgram, value_bytes
 from ..partition import Region, build_region_module
 from ..partition.region_module import on_device
 from ..planning.profile_cache import region_key
-from .region_backends import RegionBackends
+from .region_backends import EAGER, INDUCTOR, RegionBackends, RegionChoice
 
 
 @dataclass(frozen=True)
 class RegionKernel:
     """The code of one region and the slots it reads and writes."""
 
+    # The captured graph's forward, or what replaced it on the CPU (runtime/region_backends.py).
     forward: Callable[..., tuple]
-    module: fx.GraphModule  # whose forward it is (partition/region_module.py: on_device retargets it)
+    module: fx.GraphModule  # the captured graph (partition/region_module.py: on_device retargets it)
     in_slots: tuple[int, ...]
     out_slots: tuple[int, ...]
     transient_in_slots: tuple[int, ...]  # activations whose last reader may be this region
@@ -31,8 +32,9 @@ class RegionKernel:
     compiled: bool = False  # `forward` is inductor's code for `module` (runtime/region_backends.py)
 
     def forward_on(self, device: torch.device) -> Callable[..., tuple]:
-        """The kernel for `device`: this one on the CPU, else the eager graph retargeted
-        there (partition/region_module.on_device); inductor's code is compiled for the CPU."""
+        """The kernel for `device`: this one on the CPU, else the captured graph retargeted
+        there (partition/region_module.on_device); inductor's code and oneDNN's products
+        are the CPU's."""
         return self.forward if device.type == "cpu" else on_device(self.module, device).forward
 
 
@@ -69,16 +71,17 @@ class ProgramRunner:
             for slot in transient:
                 self.readers[slot] += 1
             module = build_region_module(program.graph_module, region)
-            compiled = backends.forwards.get(region.index) if backends is not None else None
+            choice = backends.choices[region.index] if backends is not None else RegionChoice(EAGER)
+            forward = backends.forwards.get(region.index) if backends is not None else None
             self.kernels.append(
                 RegionKernel(
-                    forward=compiled or module.forward,
+                    forward=forward or module.forward,
                     module=module,
                     in_slots=tuple(slot_of[n] for n in region.in_nodes),
                     out_slots=tuple(slot_of[n] for n in region.out_nodes),
                     transient_in_slots=transient,
-                    profile_key=region_key(module, region.in_nodes) + ("/inductor" if compiled else ""),
-                    compiled=compiled is not None,
+                    profile_key=region_key(module, region.in_nodes) + choice.kernel_tag,
+                    compiled=choice.backend == INDUCTOR,
                 )
             )
         self.outputs = [(slot_of[r.node], None) if r.node is not None else (None, r.constant) for r in program.outputs]

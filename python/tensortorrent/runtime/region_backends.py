@@ -15,15 +15,18 @@ speed can depend on them (batch norm over random running variances computes NaNs
 Inductor keeps its own on-disk cache (its FX graph cache), so compiling the same model a
 second time skips the code generation. The generated code is native and never goes into
 an artifact: loading one compiles its inductor regions again.
+
+Under every backend, the matrix products of an inference region go to oneDNN wherever it
+multiplied them faster than aten's BLAS (runtime/onednn_linear.py): the eager graph and
+the graph inductor compiles are both the rewritten one.
 """
 
 from __future__ import annotations
 
 import logging
-import statistics
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -33,12 +36,12 @@ from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
 from ..errors import UnsupportedError
 from ..partition import Region, build_region_module
+from .onednn_linear import on_onednn
+from .side_by_side import time_side_by_side
 
 log = logging.getLogger(__name__)
 
 EAGER, INDUCTOR, AUTO = "eager", "inductor", "auto"
-TIMED_SAMPLES = 5  # interleaved samples per backend when "auto" compares them
-SAMPLE_S = 0.002  # each sample repeats a region's call for at least this long
 # A region's weights are inputs of its code, not constants, so inductor's channels-last
 # layout optimization would copy every convolution weight into the new layout on every
 # call: 3.4x slower on ResNet-50's last stage at batch 1 (31 ms against eager's 11 ms).
@@ -56,6 +59,12 @@ class RegionChoice:
     eager_s: float | None = None  # median per call, measured side by side ("auto")
     inductor_s: float | None = None
     note: str = ""  # why a region asked to be compiled runs eagerly
+    onednn_linears: int = 0  # its matrix products that run on oneDNN (measured on this machine: never saved)
+
+    @property
+    def kernel_tag(self) -> str:
+        """What its kernel's measured time is cached under, beside the graph's own key."""
+        return ("/inductor" if self.backend == INDUCTOR else "") + ("/onednn" if self.onednn_linears else "")
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -85,27 +94,30 @@ class RegionBackends:
 
     mode: str  # the config's region_backend
     choices: tuple[RegionChoice, ...]
-    forwards: dict[int, Callable[..., Any]]  # region index -> compiled forward (inductor regions only)
+    # Region index -> the forward that replaces its captured graph run op by op: inductor's
+    # code, or the graph with its products on oneDNN.
+    forwards: dict[int, Callable[..., Any]]
 
     @property
     def compiled_count(self) -> int:
-        return len(self.forwards)
+        return sum(choice.backend == INDUCTOR for choice in self.choices)
 
     def describe(self) -> list[str]:
-        """explain()'s section: per region its backend, compile time and, where both were
-        timed, both times."""
-        if self.mode == EAGER:
+        """explain()'s section: per region its backend, compile time, products on oneDNN
+        and, where both were timed, both times."""
+        onednn = sum(c.onednn_linears for c in self.choices)
+        if self.mode == EAGER and not onednn:
             return []
         total = sum(c.compile_s or 0.0 for c in self.choices)
         lines = [
             f"Region backends ({self.mode}): {self.compiled_count} of {len(self.choices)} region(s) run inductor's "
-            f"code, compiled in {total:.2f} s",
-            f"  {'region':<8} {'runs':<9} {'compile s':>9} {'eager ms':>9} {'inductor ms':>11}",
+            f"code, compiled in {total:.2f} s; {onednn} matrix product(s) on oneDNN, where it timed faster than aten",
+            f"  {'region':<8} {'runs':<9} {'compile s':>9} {'eager ms':>9} {'inductor ms':>11} {'oneDNN':>6}",
         ]
         for index, choice in enumerate(self.choices):
             lines.append(
                 f"  r{index:<7} {choice.backend:<9} {_seconds(choice.compile_s, 1):>9} "
-                f"{_seconds(choice.eager_s, 1e3):>9} {_seconds(choice.inductor_s, 1e3):>11}"
+                f"{_seconds(choice.eager_s, 1e3):>9} {_seconds(choice.inductor_s, 1e3):>11} {choice.onednn_linears:>6}"
                 + (f"  {choice.note}" if choice.note else "")
             )
         return lines
@@ -127,34 +139,33 @@ def compile_regions(
     on_region: Callable[[int, int], None] | None = None,
     region_inputs: RegionInputs | None = None,
 ) -> RegionBackends:
-    """Each region's kernel under `mode`; with `saved` (a loaded artifact's choices), the
-    regions saved as inductor's are compiled again and no region is timed. `on_region(i,
-    n)` is told before region i of n compiles (the progress display). "auto" times the
-    regions on `region_inputs()` (real values), else on random values of their shapes."""
-    if mode == EAGER:
-        return eager_backends(len(regions))
+    """Each inference region's kernel under `mode`, its products on oneDNN where faster;
+    with `saved` (a loaded artifact's choices), the regions saved as inductor's are
+    compiled again and no region is timed. `on_region(i, n)` is told before region i of n
+    compiles (the progress display). "auto" times the regions on `region_inputs()` (real
+    values), else on random values of their shapes."""
     choices, forwards, modules = [], {}, []
     for region in regions:
-        if on_region is not None:
-            on_region(region.index, len(regions))
-        module = build_region_module(program.graph_module, region)
+        module, onednn = on_onednn(build_region_module(program.graph_module, region))
         modules.append(module)
-        wanted = saved[region.index].backend if saved is not None else INDUCTOR
-        if wanted == EAGER:
-            choices.append(saved[region.index])
-            continue
-        choice, forward = _compile_region(module, region)
-        if saved is not None and forward is not None:  # the figures measured when it was compiled
-            before = saved[region.index]
-            choice = RegionChoice(INDUCTOR, choice.compile_s, before.eager_s, before.inductor_s)
-        choices.append(choice)
-        if forward is not None:
-            forwards[region.index] = forward
+        wanted = saved[region.index].backend if saved is not None else (EAGER if mode == EAGER else INDUCTOR)
+        choice, forward = saved[region.index] if saved is not None else RegionChoice(EAGER), None
+        if wanted == INDUCTOR:
+            if on_region is not None:
+                on_region(region.index, len(regions))
+            choice, forward = _compile_region(module, region)
+            if saved is not None and forward is not None:  # the figures measured when it was compiled
+                before = saved[region.index]
+                choice = RegionChoice(INDUCTOR, choice.compile_s, before.eager_s, before.inductor_s)
+        choices.append(replace(choice, onednn_linears=onednn))
+        if forward is not None or onednn:
+            forwards[region.index] = forward or module.forward
+    backends = RegionBackends(mode, tuple(choices), forwards)
     if mode == AUTO and saved is None:
         if region_inputs is None:
             region_inputs = lambda: (example_inputs(region.in_nodes) for region in regions)  # noqa: E731
-        return _keep_faster(RegionBackends(mode, tuple(choices), forwards), modules, region_inputs())
-    return RegionBackends(mode, tuple(choices), forwards)
+        return _keep_faster(backends, modules, region_inputs())
+    return backends
 
 
 def _compile_region(module: fx.GraphModule, region: Region) -> tuple[RegionChoice, Callable | None]:
@@ -177,18 +188,19 @@ def _keep_faster(
 ) -> RegionBackends:
     """ "auto": per compiled region, its eager graph and inductor's code timed side by side
     on the region's inputs; the faster one kept."""
-    choices, forwards = list(backends.choices), {}
+    choices, forwards = list(backends.choices), dict(backends.forwards)
     with torch.no_grad():
         for index, inputs in enumerate(inputs_per_region):
-            forward = backends.forwards.get(index)
-            if forward is None:
+            if choices[index].backend != INDUCTOR:
                 continue
-            eager, args = modules[index].forward, inputs
-            eager_s, inductor_s = time_side_by_side(lambda: eager(*args), lambda: forward(*args))  # noqa: B023
+            eager, compiled, args = modules[index].forward, forwards[index], inputs
+            eager_s, inductor_s = time_side_by_side(lambda: eager(*args), lambda: compiled(*args))  # noqa: B023
             faster = INDUCTOR if inductor_s < eager_s else EAGER
-            choices[index] = RegionChoice(faster, choices[index].compile_s, eager_s, inductor_s)
-            if faster == INDUCTOR:
-                forwards[index] = forward
+            choices[index] = replace(choices[index], backend=faster, eager_s=eager_s, inductor_s=inductor_s)
+            if faster == EAGER:
+                del forwards[index]
+                if choices[index].onednn_linears:
+                    forwards[index] = eager
     return RegionBackends(backends.mode, tuple(choices), forwards)
 
 
@@ -246,38 +258,17 @@ class StrideMatched:
         return self._compiled(*(fixed or args))
 
 
-def time_side_by_side(eager: Callable[[], Any], compiled: Callable[[], Any]) -> tuple[float, float]:
-    """Median seconds per call of each, timed interleaved after two warm-up calls of each
-    (a kernel's first call may set up its primitives)."""
-    with torch.no_grad():
-        for _ in range(2):
-            eager()
-            compiled()
-        repeats = max(1, round(SAMPLE_S / max(_one_call(eager, 1), 1e-7)))
-        samples: tuple[list[float], list[float]] = ([], [])
-        for _ in range(TIMED_SAMPLES):
-            samples[0].append(_one_call(eager, repeats))
-            samples[1].append(_one_call(compiled, repeats))
-    return statistics.median(samples[0]), statistics.median(samples[1])
-
-
-def _one_call(forward: Callable[[], Any], repeats: int) -> float:
-    start = time.perf_counter()
-    for _ in range(repeats):
-        forward()
-    return (time.perf_counter() - start) / repeats
-
-
 def unless_model_forward_is_faster(
-    backends: RegionBackends, run_compiled: Callable[[], Any], run_model: Callable[[], Any]
+    backends: RegionBackends, run_region: Callable[[], Any], run_model: Callable[[], Any]
 ) -> RegionBackends:
-    """For "auto" on a one-region plan whose direct path would call the model's own
-    forward (which keeps eager's fused kernels, such as nn.TransformerEncoderLayer's fast
-    path, that the captured graph spells out): the compiled region only where it runs
-    faster than that forward, timed side by side on the example inputs."""
-    model_s, compiled_s = time_side_by_side(run_model, run_compiled)
-    if compiled_s < model_s:
+    """For a one-region plan whose direct path would call the model's own forward (which
+    keeps eager's fused kernels, such as nn.TransformerEncoderLayer's fast path, that the
+    captured graph spells out) but whose region got another kernel (inductor's code, or
+    products on oneDNN): that kernel only where it runs faster than the model's forward,
+    timed side by side on the example inputs."""
+    model_s, region_s = time_side_by_side(run_model, run_region)
+    if region_s < model_s:
         return backends
     (choice,) = backends.choices
-    note = "the model's own forward ran faster (eager ms: that forward)"
-    return RegionBackends(backends.mode, (RegionChoice(EAGER, choice.compile_s, model_s, compiled_s, note),), {})
+    note = f"the model's own forward ran faster ({model_s * 1e3:.3f} ms against {region_s * 1e3:.3f} ms)"
+    return RegionBackends(backends.mode, (replace(choice, backend=EAGER, note=note, onednn_linears=0),), {})

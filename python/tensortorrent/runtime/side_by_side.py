@@ -1,0 +1,35 @@
+"""Timing two ways of computing the same thing, interleaved, to keep the faster one."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+TIMED_SAMPLES = 5  # interleaved samples of each
+SAMPLE_S = 0.002  # each sample repeats a call for at least this long
+
+
+def time_side_by_side(first: Callable[[], Any], second: Callable[[], Any]) -> tuple[float, float]:
+    """Median seconds per call of each, timed interleaved after two warm-up calls of each
+    (a kernel's first call may set up its primitives)."""
+    with torch.no_grad():
+        for _ in range(2):
+            first()
+            second()
+        repeats = max(1, round(SAMPLE_S / max(_one_call(first, 1), 1e-7)))
+        samples: tuple[list[float], list[float]] = ([], [])
+        for _ in range(TIMED_SAMPLES):
+            samples[0].append(_one_call(first, repeats))
+            samples[1].append(_one_call(second, repeats))
+    return statistics.median(samples[0]), statistics.median(samples[1])
+
+
+def _one_call(forward: Callable[[], Any], repeats: int) -> float:
+    start = time.perf_counter()
+    for _ in range(repeats):
+        forward()
+    return (time.perf_counter() - start) / repeats
