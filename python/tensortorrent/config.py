@@ -63,7 +63,9 @@ class CompileConfig:
         model again is quick) or "auto" (each region keeps whichever of the two ran faster
         when both were timed at compile time). explain() shows each region's choice and
         compile time. Regions on a device with memory of its own (a GPU) and the training
-        program run eagerly.
+        program run eagerly. Under every backend, an inference region's matrix products
+        run on oneDNN wherever it timed faster than aten's BLAS on this machine
+        (runtime/onednn_linear.py).
     validate_numerics: after building, run the compiled module once on the example
         inputs against eager PyTorch (the captured program, op by op) and raise
         tt.NumericsError where an output differs beyond atol and rtol. None (the default)
