@@ -1,5 +1,6 @@
-"""Matrix products on oneDNN (runtime/onednn_linear.py): which products are taken, the
-rewrite, its op, that only measured wins are rewritten, and real models end to end."""
+"""Matrix products on oneDNN (hardware/matmul_kernels.py, runtime/onednn_linear.py): which
+products are taken, the rewrite, its op, the measurement, that only measured wins are
+rewritten, and real models end to end."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ from torch import nn
 
 import tensortorrent as tt
 from conftest import eager_outputs
+from tensortorrent.hardware import matmul_kernels
+from tensortorrent.hardware.matmul_kernels import LINEAR, Product
 from tensortorrent.runtime import onednn_linear
-from tensortorrent.runtime.onednn_linear import LINEAR, on_onednn, product
+from tensortorrent.runtime.onednn_linear import on_onednn, product
 
 pytestmark = pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="torch built without oneDNN")
 aten = torch.ops.aten
@@ -114,14 +117,34 @@ def test_measuring_a_product_times_both_kernels_and_remembers_the_answer(monkeyp
         calls.append((aten_call(), onednn_call()))
         return 2.0, 1.0
 
-    monkeypatch.setattr(onednn_linear, "time_side_by_side", timed)
-    onednn_linear.faster_on_onednn.cache_clear()
-    p = onednn_linear.Product(rows=3, inner=5, outer=7, dtype=torch.float32, bias=True, transposed=True)
-    assert onednn_linear.faster_on_onednn(p) and onednn_linear.faster_on_onednn(p)
+    monkeypatch.setattr(matmul_kernels, "time_side_by_side", timed)
+    matmul_kernels.product_seconds.cache_clear()
+    p = Product(rows=3, inner=5, outer=7, dtype=torch.float32, bias=True, transposed=True)
+    assert matmul_kernels.faster_on_onednn(p) and matmul_kernels.faster_on_onednn(p)
+    assert matmul_kernels.fastest_flops_per_s(p) == p.flops / 1.0
     assert len(calls) == 1
     ((on_aten, on_onednn_value),) = calls
     torch.testing.assert_close(on_onednn_value, on_aten, atol=1e-5, rtol=1e-4)
-    onednn_linear.faster_on_onednn.cache_clear()
+    with torch.backends.mkldnn.flags(enabled=False):
+        assert not matmul_kernels.faster_on_onednn(p)
+        assert matmul_kernels.fastest_flops_per_s(p) == p.flops / 2.0
+    matmul_kernels.product_seconds.cache_clear()
+
+
+def test_a_product_is_timed_on_a_bounded_part_of_it(monkeypatch):
+    shapes = []
+
+    def timed(aten_call, onednn_call):
+        shapes.append(tuple(aten_call().shape))
+        return 1.0, 2.0
+
+    monkeypatch.setattr(matmul_kernels, "time_side_by_side", timed)
+    matmul_kernels.product_seconds.cache_clear()
+    vocabulary = Product(rows=4096, inner=4096, outer=128256, dtype=torch.float32, bias=False, transposed=False)
+    assert not matmul_kernels.faster_on_onednn(vocabulary)
+    rows, outer = shapes[0]
+    assert rows == matmul_kernels.TIMED_ROWS and outer * 4096 * 4 <= matmul_kernels.TIMED_WEIGHT_BYTES
+    matmul_kernels.product_seconds.cache_clear()
 
 
 def gpt2():

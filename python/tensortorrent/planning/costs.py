@@ -19,6 +19,7 @@ import torch
 from torch import fx
 
 from ..capture.program import value_bytes
+from ..hardware.matmul_kernels import Product, fastest_flops_per_s
 from ..partition import Region
 
 aten = torch.ops.aten
@@ -87,23 +88,15 @@ def measure_cpu_seconds(runner, flat_inputs: list[Any], repeats: int = 3) -> lis
     return [statistics.median(times) for times in samples]
 
 
-_GEMM_RATE: list[float] = []  # measured once per process
 _MEMORY_RATE: list[float] = []
 
 
 def gemm_flops_per_s() -> float:
-    """This CPU's fp32 matrix-product rate, measured once per process (a 512 x 512 x 512
-    product, best of five): the roofline for regions that cannot be timed on real weights."""
-    if not _GEMM_RATE:
-        a, b = torch.randn(512, 512), torch.randn(512, 512)
-        torch.mm(a, b)  # warm-up
-        best = math.inf
-        for _ in range(5):
-            start = time.perf_counter()
-            torch.mm(a, b)
-            best = min(best, time.perf_counter() - start)
-        _GEMM_RATE.append(2 * 512**3 / best)
-    return _GEMM_RATE[0]
+    """This CPU's fp32 matrix-product rate with the kernel regions run (aten's BLAS or
+    oneDNN, whichever was faster: hardware/matmul_kernels.py), measured once per process
+    on a 512 x 512 x 512 product: the roofline for regions that cannot be timed on real
+    weights."""
+    return fastest_flops_per_s(Product(512, 512, 512, torch.float32, bias=False, transposed=False))
 
 
 def memory_bytes_per_s() -> float:

@@ -1,81 +1,27 @@
-"""A CPU region's matrix products on oneDNN wherever it multiplies faster than aten's BLAS.
+"""A CPU region's matrix products on oneDNN wherever it multiplies them faster than aten.
 
-aten's linear, addmm and mm call the BLAS torch was built with (MKL in the x86 wheels). The
-same wheel carries oneDNN, whose kernels are picked by instruction set rather than by CPU
-vendor. On the AMD EPYC these figures come from, oneDNN multiplied GPT-2's float32 linears
-2.4-2.9x faster than MKL (128 x 768 x 3072: 465 against 150 GFLOP/s), the weights read in
-place, not repacked. Which is faster depends on the CPU, the shape and the dtype, so each
-distinct product is timed both ways once per process, on random values of its shape, and
-rewritten only where oneDNN won.
-
-The rewrite goes to `tensortorrent::linear`, a custom op calling oneDNN: inductor's own
-oneDNN lowering wants the weights as constants of the graph (torch.compile's freezing),
-while a region's weights are inputs of its code. Inductor calls the custom op as an
-external kernel, and its on-disk cache keeps working. The op has no gradient: only the
-inference program is rewritten (the training program runs aten's kernels). Setting
-`torch.backends.mkldnn.enabled = False` before compiling keeps every product on aten.
+Each aten.linear, addmm and mm of static shape in a dtype oneDNN multiplies is rewritten to
+`tensortorrent::linear` where that product ran faster on oneDNN on this host
+(hardware/matmul_kernels.py: timed once per process per shape). The op has no gradient,
+so only the inference program is rewritten; the training program runs aten's kernels.
 """
 
 from __future__ import annotations
 
-import functools
-import logging
 import math
-from dataclasses import dataclass
 
 import torch
 from torch import fx
 
-from .side_by_side import time_side_by_side
+from ..hardware.matmul_kernels import DTYPES, LINEAR, Product, faster_on_onednn, onednn_available
 
-log = logging.getLogger(__name__)
 aten = torch.ops.aten
-
-OP_NAME = "tensortorrent::linear"
-DTYPES = (torch.float32, torch.bfloat16)
-# A product is timed on a bounded part of it: its speed per FLOP hardly changes beyond
-# these sizes, and the values timed are allocated beside the RAM budget's weights (a
-# 4096 x 128256 vocabulary projection timed in full would take 2 GiB).
-TIMED_ROWS = 512
-TIMED_WEIGHT_BYTES = 8 << 20
-
-torch.library.define(OP_NAME, "(Tensor input, Tensor weight, Tensor? bias) -> Tensor")
-
-
-@torch.library.impl(OP_NAME, "cpu")
-def _linear(input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-    """input @ weight.T + bias, weight (out_features, in_features) as nn.Linear keeps it."""
-    return torch.ops.mkldnn._linear_pointwise(input.contiguous(), weight, bias, "none", [None], "")
-
-
-@torch.library.register_fake(OP_NAME)
-def _linear_shape(input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-    return input.new_empty((*input.shape[:-1], weight.shape[0]))
-
-
-LINEAR = torch.ops.tensortorrent.linear.default
-
-
-@dataclass(frozen=True)
-class Product:
-    """One matrix product of a region: rows x inner times inner x outer (+ bias)."""
-
-    rows: int
-    inner: int
-    outer: int
-    dtype: torch.dtype
-    bias: bool
-    transposed: bool  # the weight is stored (inner, outer), as addmm and mm take it
-
-
-def available() -> bool:
-    return torch.backends.mkldnn.is_available() and torch.backends.mkldnn.enabled
 
 
 def on_onednn(module: fx.GraphModule) -> tuple[fx.GraphModule, int]:
     """A copy of the region's `module` with every product that ran faster on oneDNN
     rewritten to it, and how many were; `module` itself (and 0) where none was."""
-    if not available():
+    if not onednn_available():
         return module, 0
     faster = [node for node in module.graph.nodes if (p := product(node)) is not None and faster_on_onednn(p)]
     if not faster:
@@ -139,31 +85,3 @@ def _rewrite(graph: fx.Graph, node: fx.Node) -> None:
     linear.meta = dict(node.meta)
     node.replace_all_uses_with(linear)
     graph.erase_node(node)
-
-
-@functools.cache
-def faster_on_onednn(p: Product) -> bool:
-    """Whether oneDNN computed `p` faster than aten, timed side by side."""
-    rows = min(p.rows, TIMED_ROWS)
-    outer = min(p.outer, max(1, TIMED_WEIGHT_BYTES // (p.inner * p.dtype.itemsize)))
-    x = torch.randn(rows, p.inner, dtype=p.dtype)
-    bias = torch.randn(outer, dtype=p.dtype) if p.bias else None
-    if p.transposed:
-        weight = torch.randn(p.inner, outer, dtype=p.dtype)
-        stored = weight.t()
-
-        def on_aten():
-            return torch.mm(x, weight) if bias is None else torch.addmm(bias, x, weight)
-    else:
-        stored = weight = torch.randn(outer, p.inner, dtype=p.dtype)
-
-        def on_aten():
-            return torch.nn.functional.linear(x, weight, bias)
-
-    try:
-        aten_s, onednn_s = time_side_by_side(on_aten, lambda: LINEAR(x, stored, bias))
-    except RuntimeError as error:  # a oneDNN build without this dtype or shape: aten keeps it
-        log.debug("oneDNN could not compute %s: %s", p, error)
-        return False
-    log.debug("%s: aten %.3f ms, oneDNN %.3f ms", p, aten_s * 1e3, onednn_s * 1e3)
-    return onednn_s < aten_s

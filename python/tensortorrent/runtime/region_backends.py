@@ -35,9 +35,9 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
 from ..errors import UnsupportedError
+from ..hardware.side_by_side import time_side_by_side
 from ..partition import Region, build_region_module
 from .onednn_linear import on_onednn
-from .side_by_side import time_side_by_side
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,120 @@
+"""This host's two CPU kernels for a matrix product, aten's BLAS and oneDNN, timed per shape.
+
+aten's linear, addmm and mm call the BLAS torch was built with (MKL in the x86 wheels). The
+same wheel carries oneDNN, whose kernels are picked by instruction set rather than by CPU
+vendor. On the AMD EPYC these figures come from, oneDNN multiplied GPT-2's float32 linears
+2.4-2.9x faster than MKL (128 x 768 x 3072: 465 against 150 GFLOP/s), the weights read in
+place, not repacked. Which is faster depends on the CPU, the shape and the dtype, so each
+distinct product is timed both ways once per process, on random values of its shape.
+
+oneDNN is reached through `tensortorrent::linear`, a custom op: inductor's own oneDNN
+lowering wants the weights as constants of the graph (torch.compile's freezing), while a
+region's weights are inputs of its code; inductor calls a custom op as an external kernel
+and its on-disk cache keeps working. The op has no gradient. `torch.backends.mkldnn.enabled
+= False` leaves every product to aten.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from dataclasses import dataclass
+
+import torch
+
+from .side_by_side import time_side_by_side
+
+log = logging.getLogger(__name__)
+
+OP_NAME = "tensortorrent::linear"
+DTYPES = (torch.float32, torch.bfloat16)
+# A product is timed on a bounded part of it: its speed per FLOP hardly changes beyond
+# these sizes, and the values timed are allocated beside the RAM budget's weights (a
+# 4096 x 128256 vocabulary projection timed in full would take 2 GiB).
+TIMED_ROWS = 512
+TIMED_WEIGHT_BYTES = 8 << 20
+
+torch.library.define(OP_NAME, "(Tensor input, Tensor weight, Tensor? bias) -> Tensor")
+
+
+@torch.library.impl(OP_NAME, "cpu")
+def _linear(input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """input @ weight.T + bias, weight (out_features, in_features) as nn.Linear keeps it."""
+    return torch.ops.mkldnn._linear_pointwise(input.contiguous(), weight, bias, "none", [None], "")
+
+
+@torch.library.register_fake(OP_NAME)
+def _linear_shape(input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    return input.new_empty((*input.shape[:-1], weight.shape[0]))
+
+
+LINEAR = torch.ops.tensortorrent.linear.default
+
+
+@dataclass(frozen=True)
+class Product:
+    """One matrix product: rows x inner times inner x outer (+ bias)."""
+
+    rows: int
+    inner: int
+    outer: int
+    dtype: torch.dtype
+    bias: bool
+    transposed: bool  # the weight is stored (inner, outer), as addmm and mm take it
+
+    @property
+    def flops(self) -> int:
+        return 2 * self.rows * self.inner * self.outer
+
+
+def onednn_available() -> bool:
+    return torch.backends.mkldnn.is_available() and torch.backends.mkldnn.enabled
+
+
+def faster_on_onednn(p: Product) -> bool:
+    """Whether oneDNN computed `p` faster than aten on this host."""
+    aten_s, onednn_s = product_seconds(p)
+    return onednn_available() and onednn_s is not None and onednn_s < aten_s
+
+
+def fastest_flops_per_s(p: Product) -> float:
+    """The rate of whichever kernel computes `p` faster here (what a region runs)."""
+    aten_s, _ = product_seconds(p)
+    seconds = aten_s if not faster_on_onednn(p) else product_seconds(p)[1]
+    return _timed(p).flops / seconds
+
+
+@functools.cache
+def product_seconds(p: Product) -> tuple[float, float | None]:
+    """Median seconds of (aten, oneDNN) computing the timed part of `p`, side by side;
+    oneDNN's is None where it is off or cannot compute `p`."""
+    t = _timed(p)
+    x = torch.randn(t.rows, t.inner, dtype=t.dtype)
+    bias = torch.randn(t.outer, dtype=t.dtype) if t.bias else None
+    if t.transposed:
+        weight = torch.randn(t.inner, t.outer, dtype=t.dtype)
+        stored = weight.t()
+
+        def on_aten():
+            return torch.mm(x, weight) if bias is None else torch.addmm(bias, x, weight)
+    else:
+        stored = weight = torch.randn(t.outer, t.inner, dtype=t.dtype)
+
+        def on_aten():
+            return torch.nn.functional.linear(x, weight, bias)
+
+    if not onednn_available():
+        return time_side_by_side(on_aten, on_aten)[0], None
+    try:
+        aten_s, onednn_s = time_side_by_side(on_aten, lambda: LINEAR(x, stored, bias))
+    except Exception as error:  # a oneDNN build without this dtype or shape: aten keeps it
+        log.debug("oneDNN could not compute %s: %s", p, error)
+        return time_side_by_side(on_aten, on_aten)[0], None
+    log.debug("%s: aten %.3f ms, oneDNN %.3f ms", p, aten_s * 1e3, onednn_s * 1e3)
+    return aten_s, onednn_s
+
+
+def _timed(p: Product) -> Product:
+    """The part of `p` that is timed (TIMED_ROWS, TIMED_WEIGHT_BYTES)."""
+    outer = min(p.outer, max(1, TIMED_WEIGHT_BYTES // (p.inner * p.dtype.itemsize)))
+    return Product(min(p.rows, TIMED_ROWS), p.inner, outer, p.dtype, p.bias, p.transposed)
