@@ -194,7 +194,8 @@ class _Build:
         with stage("build"):
             compiled = CompiledModule(
                 model=model,
-                # The model's own forward runs eager kernels: not where regions run inductor's.
+                # The model's own forward runs aten's kernels: not where a region got another
+                # (inductor's code, products on oneDNN).
                 runs_model_forward=not training and not backends.forwards,
                 model_name=self.model_name,
                 signature=signature,

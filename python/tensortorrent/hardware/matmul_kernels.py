@@ -79,9 +79,8 @@ def faster_on_onednn(p: Product) -> bool:
 
 def fastest_flops_per_s(p: Product) -> float:
     """The rate of whichever kernel computes `p` faster here (what a region runs)."""
-    aten_s, _ = product_seconds(p)
-    seconds = aten_s if not faster_on_onednn(p) else product_seconds(p)[1]
-    return _timed(p).flops / seconds
+    aten_s, onednn_s = product_seconds(p)
+    return _timed(p).flops / (onednn_s if faster_on_onednn(p) else aten_s)
 
 
 @functools.cache

@@ -9,6 +9,7 @@ so only the inference program is rewritten; the training program runs aten's ker
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 from torch import fx
@@ -38,19 +39,10 @@ def on_onednn(module: fx.GraphModule) -> tuple[fx.GraphModule, int]:
 def product(node: fx.Node) -> Product | None:
     """The product `node` computes where oneDNN could take it: a CPU aten.linear, addmm
     (bias of one row, no scaling) or mm of static shape in a dtype oneDNN multiplies."""
-    if node.op != "call_function" or node.kwargs:
+    operands = _operands(node)
+    if operands is None:
         return None
-    if node.target == aten.linear.default and len(node.args) in (2, 3):
-        x, weight, bias = (*node.args, None)[:3]
-        transposed = False
-    elif node.target == aten.addmm.default and len(node.args) == 3:
-        bias, x, weight = node.args
-        transposed = True
-    elif node.target == aten.mm.default and len(node.args) == 2:
-        (x, weight), bias = node.args, None
-        transposed = True
-    else:
-        return None
+    x, weight, bias, transposed = operands
     values = [_static_cpu_tensor(v) for v in (x, weight, bias) if v is not None]
     if any(v is None or v.dtype != values[0].dtype for v in values) or values[0].dtype not in DTYPES:
         return None
@@ -64,6 +56,23 @@ def product(node: fx.Node) -> Product | None:
     return Product(rows, inner, outer, x_value.dtype, bias is not None, transposed) if rows else None
 
 
+def _operands(node: fx.Node) -> tuple[Any, Any, Any, bool] | None:
+    """(input, weight, bias or None, whether the weight is stored (in, out)) of a linear,
+    addmm or mm without keyword arguments (addmm's scaling); None for any other node."""
+    if node.op != "call_function" or node.kwargs:
+        return None
+    if node.target == aten.linear.default and len(node.args) in (2, 3):
+        x, weight, bias = (*node.args, None)[:3]
+        return x, weight, bias, False
+    if node.target == aten.addmm.default and len(node.args) == 3:
+        bias, x, weight = node.args
+        return x, weight, bias, True
+    if node.target == aten.mm.default and len(node.args) == 2:
+        x, weight = node.args
+        return x, weight, None, True
+    return None
+
+
 def _static_cpu_tensor(node) -> torch.Tensor | None:
     value = node.meta.get("val") if isinstance(node, fx.Node) else None
     if not isinstance(value, torch.Tensor) or value.device.type != "cpu":
@@ -72,14 +81,9 @@ def _static_cpu_tensor(node) -> torch.Tensor | None:
 
 
 def _rewrite(graph: fx.Graph, node: fx.Node) -> None:
-    if node.target == aten.linear.default:
-        x, weight, bias = (*node.args, None)[:3]
-    elif node.target == aten.addmm.default:
-        bias, x, weight = node.args
-    else:
-        (x, weight), bias = node.args, None
+    x, weight, bias, transposed = _operands(node)
     with graph.inserting_before(node):
-        if node.target != aten.linear.default:  # stored (in, out): oneDNN reads the transposed view in place
+        if transposed:  # stored (in, out): oneDNN reads the transposed view in place
             weight = graph.call_function(aten.t.default, (weight,))
         linear = graph.call_function(LINEAR, (x, weight, bias))
     linear.meta = dict(node.meta)
