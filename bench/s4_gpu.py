@@ -2,7 +2,8 @@
 TensorTorrent on the device; beyond VRAM, a decoder with the Qwen3-8B architecture
 (random bf16 weights, about 16.4 GB) under an 8 GiB VRAM budget against Accelerate's
 device_map="auto" with the same budget, and the bound N / (B_h2d + R_cpu) from figures
-measured here.
+measured here; last, models that fit compiled: TensorTorrent's inductor regions against
+whole-model torch.compile on the device.
 
     python bench/s4_gpu.py --out OUT.json            # on the GPU machine (bench/gpu_check.sh)
     python bench/s4_gpu.py --quick --device cpu --out /tmp/s4.json   # a smoke run of the code paths
@@ -70,8 +71,8 @@ def mlp(width: int) -> nn.Module:
     return nn.Sequential(*[nn.Sequential(nn.Linear(width, width), nn.ReLU()) for _ in range(8)]).eval()
 
 
-def fit_in_vram(device: str, quick: bool, samples: int) -> dict:
-    """Models that fit: eager on the device against TensorTorrent on it."""
+def workloads(quick: bool) -> dict[str, tuple[nn.Module, tuple]]:
+    """S1's MLP and GPT-2, which fit in VRAM."""
     import transformers
 
     torch.manual_seed(0)
@@ -80,12 +81,16 @@ def fit_in_vram(device: str, quick: bool, samples: int) -> dict:
     gpt2 = transformers.GPT2LMHeadModel(
         transformers.GPT2Config(n_layer=layers, n_embd=embd, n_head=4 if quick else 12, use_cache=False)
     ).eval()
-    workloads = {
+    return {
         f"mlp_{width}x8_batch8": (mlp(width), (torch.randn(8, width),)),
         f"gpt2_l{layers}_d{embd}_seq{seq}": (gpt2, (torch.randint(0, 1000, (1, seq)),)),
     }
+
+
+def fit_in_vram(device: str, quick: bool, samples: int) -> dict:
+    """Models that fit: eager on the device against TensorTorrent on it."""
     results = {}
-    for name, (model, args) in workloads.items():
+    for name, (model, args) in workloads(quick).items():
         try:
             compiled = tt.compile(model, args, devices=[device])
             expected = logits(model(*args))
@@ -106,6 +111,41 @@ def fit_in_vram(device: str, quick: bool, samples: int) -> dict:
         except Exception as error:  # recorded, never dropped
             results[name] = {"failed": f"{type(error).__name__}: {error}", "traceback": traceback.format_exc()}
     return results
+
+
+def compiled_in_vram(device: str, quick: bool, samples: int, results: dict, save) -> None:
+    """Models that fit, compiled: whole-model torch.compile on the device against
+    TensorTorrent's regions compiled by inductor for it (issue 15). Compile times are
+    recorded: both compile cold where inductor's cache is empty."""
+    for name, (model, args) in workloads(quick).items():
+        record = results[name] = {}
+        stage = "tensortorrent compile"
+        try:
+            expected = logits(model(*args))
+            start = time.perf_counter()
+            config = tt.CompileConfig(region_backend="inductor")
+            compiled = tt.compile(model, args, config=config, devices=[device])
+            record["tensortorrent_inductor_compile_s"] = time.perf_counter() - start
+            record["tensortorrent_inductor_agreement"] = agreement(logits(compiled(*args)), expected)
+            record["tensortorrent_inductor"] = summary(timed(lambda c=compiled, a=args: c(*a), device, samples))
+            record["region_backends"] = [x for x in compiled.explain().splitlines() if " on cuda" in x]
+            save()
+            stage = "torch.compile"
+            device_args = tuple(a.to(device) for a in args)
+            whole = torch.compile(model.to(device))
+            start = time.perf_counter()
+            with torch.no_grad():
+                whole(*device_args)
+            record["torch_compile_first_call_s"] = time.perf_counter() - start
+            record["torch_compile"] = summary(timed(lambda m=whole, a=device_args: m(*a), device, samples))
+            record["ratio_tt_inductor_over_torch_compile"] = (
+                record["tensortorrent_inductor"]["median_ms"] / record["torch_compile"]["median_ms"]
+            )
+            model.to("cpu")
+        except Exception as error:  # recorded, never dropped
+            record["failed"] = {"stage": stage, "error": f"{type(error).__name__}: {error}"}
+            record["traceback"] = traceback.format_exc()
+        save()
 
 
 def qwen3_decoder(quick: bool):
@@ -245,6 +285,7 @@ def main() -> None:
         "device_name": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
         "fit_in_vram": {},
         "beyond_vram": {},
+        "fit_in_vram_compiled": {},
     }
 
     def save() -> None:
@@ -253,6 +294,8 @@ def main() -> None:
     results["fit_in_vram"] = fit_in_vram(arguments.device, arguments.quick, arguments.samples)
     save()
     beyond_vram(arguments.device, arguments.quick, arguments.samples, budget, results["beyond_vram"], save)
+    # Last: cold compiles take the longest, and the figures above must not wait on them.
+    compiled_in_vram(arguments.device, arguments.quick, arguments.samples, results["fit_in_vram_compiled"], save)
     print(f"results: {arguments.out}")
 
 

@@ -62,8 +62,9 @@ class CompileConfig:
         backend at compile time; inductor caches its code on disk, so compiling the same
         model again is quick) or "auto" (each region keeps whichever of the two ran faster
         when both were timed at compile time). explain() shows each region's choice and
-        compile time. Regions on a device with memory of its own (a GPU) and the training
-        program run eagerly. Under every backend, an inference region's matrix products
+        compile time. A region placed on a GPU is compiled for that GPU (and, under
+        "auto", timed there) once the plan is made; the training program runs eagerly.
+        Under every backend, an inference region's matrix products
         run on oneDNN wherever it timed faster than aten's BLAS on this machine
         (runtime/onednn_linear.py).
     validate_numerics: after building, run the compiled module once on the example

@@ -1,7 +1,8 @@
 """Plans on a CUDA device (skipped without one, saying why): parity with eager for the
 spine's architectures in fp32 and bf16, a model over a small VRAM budget whose weights
 move to the device on every call with the allocator's peak within the budget plus a
-headroom, and a cancelled call that leaves no device memory held."""
+headroom, a cancelled call that leaves no device memory held, and regions compiled by
+inductor for the GPU."""
 
 from __future__ import annotations
 
@@ -140,3 +141,18 @@ def test_a_checkpoint_over_both_ram_and_vram_budgets_streams_from_disk_to_the_gp
         torch.testing.assert_close(got, logits(eager_outputs(eager, (ids,))), **TOLERANCES[torch.float32])
         assert compiled.last_report.bytes_read > 0
         assert compiled.last_peak_bytes["cuda:0"] <= total // 2
+
+
+@pytest.mark.parametrize("over_budget", [False, True], ids=["resident", "weights-copied-per-call"])
+def test_inductor_regions_compile_for_cuda_and_match_eager(over_budget):
+    """Regions placed on the GPU run inductor's code compiled for it (runtime/device_kernels.py),
+    also where their weights arrive on every call."""
+    model, args, kwargs = model_and_inputs("llama", torch.float32)
+    weights = sum(p.numel() * p.element_size() for p in model.parameters())
+    config = tt.CompileConfig(region_backend="inductor", vram_budget_bytes=weights // 2 if over_budget else None)
+    compiled = tt.compile(model, args, example_kwargs=kwargs, config=config, devices=["cuda:0"])
+    got = compiled(*args, **(kwargs or {}))
+    torch.testing.assert_close(got, eager_outputs(model, args, kwargs), **TOLERANCES[torch.float32])
+    on_gpu = [k.on_devices.choices.get("cuda:0") for k in compiled._runner.kernels]
+    assert any(choice is not None and choice.backend == "inductor" for choice in on_gpu), compiled.explain()
+    assert "on cuda:0: inductor, compiled in " in compiled.explain()

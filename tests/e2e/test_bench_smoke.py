@@ -151,6 +151,10 @@ def test_gpu_suite_quick_run_on_the_cpu(tmp_path):
     for workload in results["fit_in_vram"].values():
         assert "failed" not in workload, workload.get("traceback")
         assert workload["agreement_with_cpu_eager"]["cosine_min"] > 0.999
+    for workload in results["fit_in_vram_compiled"].values():
+        assert "failed" not in workload, workload.get("traceback")
+        assert workload["tensortorrent_inductor_agreement"]["cosine_min"] > 0.999
+        assert workload["ratio_tt_inductor_over_torch_compile"] > 0
     beyond = results["beyond_vram"]
     assert "failed" not in beyond, beyond.get("failed")
     assert beyond["tensortorrent_agreement"]["argmax_agreement"] == 1.0 and "accelerate" in beyond

@@ -86,7 +86,7 @@ def test_auto_times_each_region_on_the_values_a_call_on_the_example_inputs_compu
 
     timed_outputs = []
 
-    def record(eager, compiled):
+    def record(eager, compiled, sync=None):
         timed_outputs.append(eager())
         return 2.0, 1.0
 
@@ -105,7 +105,7 @@ def test_auto_on_a_one_region_plan_keeps_the_models_own_forward_where_it_is_fast
     from tensortorrent.runtime import region_backends
 
     timings = iter([(2.0, 1.0), (1.0, 2.0) if model_forward_faster else (2.0, 1.0)])  # (eager s, compiled s)
-    monkeypatch.setattr(region_backends, "time_side_by_side", lambda eager, compiled: next(timings))
+    monkeypatch.setattr(region_backends, "time_side_by_side", lambda eager, compiled, sync=None: next(timings))
     model, x = mlp(depth=1), torch.randn(4, 64)
     compiled = tt.compile(model, (x,), config=tt.CompileConfig(region_backend="auto"))
     assert compiled.uses_direct_path

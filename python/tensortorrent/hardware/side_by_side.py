@@ -13,23 +13,29 @@ TIMED_SAMPLES = 5  # interleaved samples of each
 SAMPLE_S = 0.002  # each sample repeats a call for at least this long
 
 
-def time_side_by_side(first: Callable[[], Any], second: Callable[[], Any]) -> tuple[float, float]:
+def time_side_by_side(
+    first: Callable[[], Any], second: Callable[[], Any], sync: Callable[[], Any] | None = None
+) -> tuple[float, float]:
     """Median seconds per call of each, timed interleaved after two warm-up calls of each
-    (a kernel's first call may set up its primitives)."""
+    (a kernel's first call may set up its primitives). `sync` waits for the work the calls
+    queued on a device, which returns before computing it."""
+    sync = sync or (lambda: None)
     with torch.no_grad():
         for _ in range(2):
             first()
             second()
-        repeats = max(1, round(SAMPLE_S / max(_one_call(first, 1), 1e-7)))
+        sync()
+        repeats = max(1, round(SAMPLE_S / max(_one_call(first, 1, sync), 1e-7)))
         samples: tuple[list[float], list[float]] = ([], [])
         for _ in range(TIMED_SAMPLES):
-            samples[0].append(_one_call(first, repeats))
-            samples[1].append(_one_call(second, repeats))
+            samples[0].append(_one_call(first, repeats, sync))
+            samples[1].append(_one_call(second, repeats, sync))
     return statistics.median(samples[0]), statistics.median(samples[1])
 
 
-def _one_call(forward: Callable[[], Any], repeats: int) -> float:
+def _one_call(forward: Callable[[], Any], repeats: int, sync: Callable[[], Any]) -> float:
     start = time.perf_counter()
     for _ in range(repeats):
         forward()
+    sync()
     return (time.perf_counter() - start) / repeats

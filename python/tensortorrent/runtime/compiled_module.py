@@ -33,6 +33,7 @@ from ..planning.weights_on_disk import WeightsOnDisk
 from ..storage.spill_dir import spill_dir_for
 from .call_handle import CallHandle
 from .device_direct import DeviceDirect, device_direct
+from .device_kernels import describe_device_kernels
 from .plane_program import PlaneProgram
 from .program_runner import ProgramRunner, detach_outputs
 from .region_backends import RegionBackends, eager_backends
@@ -361,7 +362,9 @@ class CompiledModule(nn.Module):
             self._origin,
             self._plane.describe() if self._plane is not None else (),
             self._direct_reason(),
-            self._backends.describe() + ([f"Numerics: {self.numerics_note}"] if self.numerics_note else []),
+            self._backends.describe()
+            + describe_device_kernels([kernel.on_devices for kernel in self._runner.kernels])
+            + ([f"Numerics: {self.numerics_note}"] if self.numerics_note else []),
         )
 
     def _direct_reason(self) -> str | None:

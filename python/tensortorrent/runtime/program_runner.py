@@ -13,8 +13,8 @@ from torch import fx
 
 from ..capture.program import NormalizedProgram, value_bytes
 from ..partition import Region, build_region_module
-from ..partition.region_module import on_device
 from ..planning.profile_cache import region_key
+from .device_kernels import DeviceKernels
 from .region_backends import EAGER, INDUCTOR, RegionBackends, RegionChoice
 
 
@@ -24,7 +24,8 @@ class RegionKernel:
 
     # The captured graph's forward, or what replaced it on the CPU (runtime/region_backends.py).
     forward: Callable[..., tuple]
-    module: fx.GraphModule  # the captured graph (partition/region_module.py: on_device retargets it)
+    module: fx.GraphModule  # the captured graph
+    on_devices: DeviceKernels  # its kernels on accelerators (runtime/device_kernels.py)
     in_slots: tuple[int, ...]
     out_slots: tuple[int, ...]
     transient_in_slots: tuple[int, ...]  # activations whose last reader may be this region
@@ -32,10 +33,9 @@ class RegionKernel:
     compiled: bool = False  # `forward` is inductor's code for `module` (runtime/region_backends.py)
 
     def forward_on(self, device: torch.device) -> Callable[..., tuple]:
-        """The kernel for `device`: this one on the CPU, else the captured graph retargeted
-        there (partition/region_module.on_device); inductor's code and oneDNN's products
-        are the CPU's."""
-        return self.forward if device.type == "cpu" else on_device(self.module, device).forward
+        """The kernel for `device`: this one on the CPU, else the one made for that device
+        (runtime/device_kernels.py)."""
+        return self.forward if device.type == "cpu" else self.on_devices.forward(device)
 
 
 class ProgramRunner:
@@ -72,11 +72,13 @@ class ProgramRunner:
                 self.readers[slot] += 1
             module = build_region_module(program.graph_module, region)
             choice = backends.choices[region.index] if backends is not None else RegionChoice(EAGER)
+            mode = backends.mode if backends is not None else EAGER
             forward = backends.forwards.get(region.index) if backends is not None else None
             self.kernels.append(
                 RegionKernel(
                     forward=forward or module.forward,
                     module=module,
+                    on_devices=DeviceKernels(module, region.in_nodes, mode, region.index),
                     in_slots=tuple(slot_of[n] for n in region.in_nodes),
                     out_slots=tuple(slot_of[n] for n in region.out_nodes),
                     transient_in_slots=transient,

@@ -14,7 +14,9 @@ and the activations of the example inputs) where the caller has them, since a ke
 speed can depend on them (batch norm over random running variances computes NaNs).
 Inductor keeps its own on-disk cache (its FX graph cache), so compiling the same model a
 second time skips the code generation. The generated code is native and never goes into
-an artifact: loading one compiles its inductor regions again.
+an artifact: loading one compiles its inductor regions again. This module makes the CPU's
+kernels; runtime/device_kernels.py compiles the same graphs for the accelerators the plan
+places regions on.
 
 Under every backend, the matrix products of an inference region go to oneDNN wherever it
 multiplied them faster than aten's BLAS (runtime/onednn_linear.py): the eager graph and
@@ -153,7 +155,7 @@ def compile_regions(
         if wanted == INDUCTOR:
             if on_region is not None:
                 on_region(region.index, len(regions))
-            choice, forward = _compile_region(module, region)
+            choice, forward = compile_graph(module, region.in_nodes, torch.device("cpu"), region.index)
             if saved is not None and forward is not None:  # the figures measured when it was compiled
                 before = saved[region.index]
                 choice = RegionChoice(INDUCTOR, choice.compile_s, before.eager_s, before.inductor_s)
@@ -168,19 +170,34 @@ def compile_regions(
     return backends
 
 
-def _compile_region(module: fx.GraphModule, region: Region) -> tuple[RegionChoice, Callable | None]:
+def compile_graph(
+    module: fx.GraphModule, in_nodes: Sequence[fx.Node], device: torch.device, index: int
+) -> tuple[RegionChoice, Callable | None]:
+    """Inductor's code for region `index`'s graph on `device` (None where it stays eager,
+    the choice saying why), compiled on fake inputs of the shapes export recorded: no
+    weight or activation is allocated to compile it."""
     if not any(node.op == "call_function" for node in module.graph.nodes):
         return RegionChoice(EAGER, note="nothing to compile (no operations)"), None
-    inputs = example_inputs(region.in_nodes)
+    inputs = fake_inputs(in_nodes, device)
     start = time.perf_counter()
     try:
         with torch.no_grad():
-            compiled = torch._inductor.compile(module, _fake(inputs), options=INDUCTOR_OPTIONS)
+            compiled = torch._inductor.compile(module, inputs, options=INDUCTOR_OPTIONS)
     except Exception as error:  # inductor's failures are many and internal; the region stays eager
-        log.warning("region %d stays eager: inductor could not compile it (%s)", region.index, error)
+        log.warning("region %d stays eager on %s: inductor could not compile it (%s)", index, device, error)
         return RegionChoice(EAGER, note=f"inductor failed: {type(error).__name__}: {str(error)[:120]}"), None
     compile_s = time.perf_counter() - start
     return RegionChoice(INDUCTOR, compile_s), StrideMatched(compiled, module.forward, inputs)
+
+
+def faster_of(
+    choice: RegionChoice, eager: Callable, compiled: Callable, args: Sequence[Any], sync: Callable | None = None
+) -> RegionChoice:
+    """ "auto" for one compiled region: its eager graph and inductor's code timed side by
+    side on `args` (`sync` waits for a device's queued work), the faster one chosen."""
+    eager_s, inductor_s = time_side_by_side(lambda: eager(*args), lambda: compiled(*args), sync)
+    faster = INDUCTOR if inductor_s < eager_s else EAGER
+    return replace(choice, backend=faster, eager_s=eager_s, inductor_s=inductor_s)
 
 
 def _keep_faster(
@@ -193,29 +210,26 @@ def _keep_faster(
         for index, inputs in enumerate(inputs_per_region):
             if choices[index].backend != INDUCTOR:
                 continue
-            eager, compiled, args = modules[index].forward, forwards[index], inputs
-            eager_s, inductor_s = time_side_by_side(lambda: eager(*args), lambda: compiled(*args))  # noqa: B023
-            faster = INDUCTOR if inductor_s < eager_s else EAGER
-            choices[index] = replace(choices[index], backend=faster, eager_s=eager_s, inductor_s=inductor_s)
-            if faster == EAGER:
+            eager = modules[index].forward
+            choices[index] = faster_of(choices[index], eager, forwards[index], inputs)
+            if choices[index].backend == EAGER:
                 del forwards[index]
                 if choices[index].onednn_linears:
                     forwards[index] = eager
     return RegionBackends(backends.mode, tuple(choices), forwards)
 
 
-def example_inputs(in_nodes: Sequence[fx.Node]) -> list[Any]:
-    """Inputs of the shapes, dtypes and strides export recorded: random floats (their
-    values do not change a kernel's speed), zeros elsewhere (valid indices, masks)."""
+def example_inputs(in_nodes: Sequence[fx.Node], device: torch.device | None = None) -> list[Any]:
+    """Inputs of the shapes, dtypes and strides export recorded, on `device` (the CPU by
+    default): random floats (their values do not change a kernel's speed), zeros elsewhere
+    (valid indices, masks)."""
     values = []
     for node in in_nodes:
-        meta = node.meta.get("val")
-        if not isinstance(meta, torch.Tensor):
-            values.append(meta)
+        meta = _static_meta(node)
+        if meta is None:
+            values.append(node.meta.get("val"))
             continue
-        if any(not isinstance(d, int) for d in meta.shape):
-            raise UnsupportedError(f"region_backend: input {node.name!r} has a dynamic shape {tuple(meta.shape)}")
-        value = torch.empty_strided(tuple(meta.shape), tuple(meta.stride()), dtype=meta.dtype)
+        value = torch.empty_strided(tuple(meta.shape), tuple(meta.stride()), dtype=meta.dtype, device=device)
         if value.is_floating_point():
             value.normal_()
         else:
@@ -224,12 +238,31 @@ def example_inputs(in_nodes: Sequence[fx.Node]) -> list[Any]:
     return values
 
 
-def _fake(inputs: list[Any]) -> list[Any]:
-    """The inputs as fake tensors of static shape under a mode with a shape environment:
-    inductor keys its on-disk graph cache on that environment, and bypasses the cache
-    for real tensors (which carry none)."""
-    mode = FakeTensorMode(shape_env=ShapeEnv())
-    return [mode.from_tensor(v, static_shapes=True) if isinstance(v, torch.Tensor) else v for v in inputs]
+def fake_inputs(in_nodes: Sequence[fx.Node], device: torch.device) -> list[Any]:
+    """Fake tensors on `device` of the shapes, dtypes and strides export recorded, static,
+    made under a mode with a shape environment: inductor keys its on-disk graph cache on
+    that environment, and bypasses the cache for real tensors (which carry none)."""
+    values = []
+    with FakeTensorMode(shape_env=ShapeEnv()):
+        for node in in_nodes:
+            meta = _static_meta(node)
+            values.append(
+                node.meta.get("val")
+                if meta is None
+                else torch.empty_strided(tuple(meta.shape), tuple(meta.stride()), dtype=meta.dtype, device=device)
+            )
+    return values
+
+
+def _static_meta(node: fx.Node) -> torch.Tensor | None:
+    """Export's metadata of a tensor input (None for another value); UnsupportedError
+    where its shape is dynamic."""
+    meta = node.meta.get("val")
+    if not isinstance(meta, torch.Tensor):
+        return None
+    if any(not isinstance(d, int) for d in meta.shape):
+        raise UnsupportedError(f"region_backend: input {node.name!r} has a dynamic shape {tuple(meta.shape)}")
+    return meta
 
 
 class StrideMatched:
