@@ -35,9 +35,10 @@ from .planning.profile_cache import profiled_cpu_seconds
 from .planning.saved_for_backward import saved_bytes
 from .planning.streaming import UNBOUNDED, Layout
 from .runtime import CompiledModule
+from .runtime.device_kernels import accelerator_regions
 from .runtime.numerics_check import check_numerics
 from .runtime.program_runner import ProgramRunner
-from .runtime.region_backends import INDUCTOR, compile_regions, eager_backends, unless_model_forward_is_faster
+from .runtime.region_backends import EAGER, INDUCTOR, compile_regions, eager_backends, unless_model_forward_is_faster
 
 log = logging.getLogger(__name__)
 
@@ -192,6 +193,8 @@ class _Build:
                 layout = None if plan_machine.is_cpu_only else Layout.of_placement(placement)
                 streamed = stream_from_cache(program, regions, config, budgets, plan.max_concurrent, layout, backends)
         with stage("build"):
+            if not training:
+                self._compile_for_accelerators(runner, placement, progress)
             compiled = CompiledModule(
                 model=model,
                 # The model's own forward runs aten's kernels: not where a region got another
@@ -210,6 +213,17 @@ class _Build:
                 region_backends=backends,
             )
         return compiled, placement
+
+    def _compile_for_accelerators(self, runner, placement, progress) -> None:
+        """Each region placed on a GPU gets its kernel there now, under the progress display
+        (inductor compiles it for the device where the region backend asks)."""
+        if self.config.region_backend == EAGER:
+            return
+        regions = accelerator_regions(placement)
+        for index, (region, device) in enumerate(regions):
+            if progress is not None:
+                progress.region_compiling(index, len(regions), f"compile regions for {device}")
+            runner.kernels[region].on_devices.forward(device)
 
     def _may_call_model_forward(self, regions, backends, streaming: bool) -> bool:
         """Whether the one region of a plan whose direct path would otherwise call the

@@ -68,12 +68,12 @@ class CompileProgress:
             self._done += 1
             self._update()
 
-    def region_compiling(self, index: int, count: int) -> None:
-        """Shows which region of `count` the running stage is compiling."""
+    def region_compiling(self, index: int, count: int, what: str = "compile regions") -> None:
+        """Shows which region of `count` the running stage is compiling (`what`: for which device)."""
         with self._lock:
-            self._current = f"compile regions ({index + 1}/{count})"
+            self._current = f"{what} ({index + 1}/{count})"
             self._update()
-        log.debug("compiling region %d of %d", index + 1, count)
+        log.debug("%s: region %d of %d", what, index + 1, count)
 
     def _show(self) -> None:
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn

@@ -8,8 +8,10 @@ ran faster than the graph on the device, the two timed side by side there on ran
 values of the region's shapes. oneDNN's products are the CPU's and never run on a device.
 
 Which devices a region runs on is known only once the plan is made, so each device's
-kernel is made the first time the built module asks for it, and kept: the direct path and
-the data plane ask while the compiled module is built, before its first call."""
+kernel is made the first time it is asked for, and kept: tt.compile makes them while it
+builds the module, under the progress display. The plan itself weighed each device
+region at its eager graph's measured time (hardware/accelerator.profiled): a region
+inductor speeds up there is predicted slower than it runs."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from collections.abc import Callable, Sequence
 import torch
 from torch import fx
 
+from ..hardware.accelerator import Accelerator
 from ..partition.region_module import on_device
 from .region_backends import AUTO, EAGER, RegionChoice, compile_graph, example_inputs, faster_of
 
@@ -49,6 +52,17 @@ class DeviceKernels:
                 args = example_inputs(self._in_nodes, device)
                 choice = faster_of(choice, module.forward, compiled, args, sync=lambda: _synchronize(device))
         return choice, compiled if choice.backend != EAGER else module.forward
+
+
+def accelerator_regions(placement) -> list[tuple[int, torch.device]]:
+    """(region, torch device) for each region a placement (planning/placement.py) runs on a
+    device with memory of its own: those whose kernels device_kernels makes."""
+    found = []
+    for region, chosen in enumerate(placement.chosen.devices):
+        spec = placement.machine.devices[chosen].spec
+        if isinstance(spec, Accelerator) and spec.backend.torch_device(spec.index).type != "cpu":
+            found.append((region, spec.backend.torch_device(spec.index)))
+    return found
 
 
 def _synchronize(device: torch.device) -> None:
