@@ -185,7 +185,7 @@ class _Build:
             )
             costs = region_costs(regions, seconds)
             cpu_slots = config.max_concurrent_regions or budgets.cpus.amount
-            placement = place(runner, regions, costs, plan_machine, objective, budgets.cpus.amount, cpu_slots)
+            placement = place(runner, regions, costs, plan_machine, objective, budgets.cpus.amount, cpu_slots, training)
             plan = build_plan(regions, config, cpus=budgets.cpus.amount, placement=placement)
         streamed = None
         if streaming:
@@ -248,11 +248,10 @@ class _Build:
     def training_twin(self) -> CompiledModule:
         """The program train() switches to: the model captured in training mode, planned
         as the inference one is, with what autograd saves for backward counted in each
-        region's memory."""
+        region's memory, and the parameters of GPU regions copied from RAM on every call
+        (planning/placement.py)."""
         program = normalize(capture_model(self.model, self.args, self.kwargs, training=True))
-        trainer, _ = self.compiled(program, lambda name: contextlib.nullcontext(), training=True)
-        check_training_devices(trainer)
-        return trainer
+        return self.compiled(program, lambda name: contextlib.nullcontext(), training=True)[0]
 
 
 def check_trainable(exported, checkpoint, config: CompileConfig) -> None:
@@ -273,30 +272,6 @@ def check_trainable(exported, checkpoint, config: CompileConfig) -> None:
             feature,
             f"an activation spill budget (activation_budget_bytes={config.activation_budget_bytes})",
             "leave activation_budget_bytes unset",
-        )
-
-
-def check_training_devices(trainer: CompiledModule) -> None:
-    """UnsupportedFeatureError for a training plan with regions on a device whose memory
-    is not host memory (a GPU's): weights resident there would be copies held on the
-    device, apart from the parameters an optimizer updates. Devices computing in host
-    memory (virtual ones, a backend's such as the test plugin's) hold the parameters
-    themselves."""
-    placement = trainer.artifact_parts().plan.placement
-    devices = placement.machine.devices if placement is not None else []
-    apart = sorted(
-        d.name
-        for d in devices
-        if d.spec is not None
-        and not d.declared
-        and d.name in trainer.region_devices
-        and d.spec.backend.torch_device(d.spec.index).type != "cpu"
-    )
-    if apart:
-        raise UnsupportedFeatureError(
-            "training (allow_training=True)",
-            f"regions on a device with memory of its own ({', '.join(apart)})",
-            "pass devices='cpu' (or virtual devices) to train",
         )
 
 

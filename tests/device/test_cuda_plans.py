@@ -156,3 +156,28 @@ def test_inductor_regions_compile_for_cuda_and_match_eager(over_budget):
     on_gpu = [k.on_devices.choices.get("cuda:0") for k in compiled._runner.kernels]
     assert any(choice is not None and choice.backend == "inductor" for choice in on_gpu), compiled.explain()
     assert "on cuda:0: inductor, compiled in " in compiled.explain()
+
+
+@pytest.mark.parametrize("name", ["mlp", "branches", "batchnorm", "gpt2", "llama"])
+def test_training_on_cuda_steps_like_eager_and_eval_sees_the_steps(name):
+    """A training plan on the GPU copies the parameters from RAM on every call and sends
+    their gradients back; after SGD steps, eval() sees the stepped weights on the GPU."""
+    import copy
+
+    from e2e.test_training import example, train_side_by_side
+
+    from tensortorrent.planning.placement import region_param_bytes
+
+    model, x = example(name)
+    for module in model.modules():  # the GPU draws other dropout masks than the CPU's eager run
+        if isinstance(module, torch.nn.Dropout):
+            module.p = 0.0
+    eager = copy.deepcopy(model)
+    config = tt.CompileConfig(allow_training=True, max_region_nodes=3)
+    compiled = tt.compile(model, (x,), config=config, devices=["cuda:0"])
+    trainer = compiled._trainer
+    assert set(trainer.region_devices) == {"cuda:0"}
+    resident = trainer._plan.placement.chosen.resident
+    assert not any(held and region_param_bytes(trainer._runner, r) for r, held in enumerate(resident))
+    make = lambda parameters: torch.optim.SGD(parameters, lr=0.05)  # noqa: E731
+    train_side_by_side(compiled, eager, x, make, steps=3, tolerance={"rtol": 1e-3, "atol": 1e-4})

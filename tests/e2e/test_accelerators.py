@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 from e2e.test_peaks import simulated_peaks
+from e2e.test_training import parameter_copies, train_side_by_side
 from e2e.test_virtual_devices import BATCH, LAYER_BYTES, WIDTH, Stack
 
 import tensortorrent as tt
@@ -87,3 +88,33 @@ def test_training_on_a_backends_device_in_host_memory_gives_eager_gradients(exam
     assert any(r.kind == "copy" and "params" in r.label for r in compiled.last_report.records)
     for got, expected in zip(model.parameters(), eager.parameters()):
         torch.testing.assert_close(got.grad, expected.grad, rtol=1e-4, atol=1e-5)
+
+
+@pytest.fixture
+def apart_device(plugins_from):
+    plugins_from("apart")  # the "apart" backend: one device, apart:0, whose resident weights are copies
+    return "apart:0"
+
+
+@pytest.mark.parametrize("budget_layers", [None, 2.7], ids=["resident", "over-budget"])
+def test_training_on_a_device_with_memory_of_its_own_streams_parameters_and_eval_sees_the_steps(
+    apart_device, budget_layers
+):
+    import copy
+
+    torch.manual_seed(0)
+    model, x = Stack(layers=4), torch.randn(BATCH, WIDTH)
+    eager = copy.deepcopy(model)
+    budget = None if budget_layers is None else int(budget_layers * LAYER_BYTES)
+    config = tt.CompileConfig(allow_training=True, vram_budget_bytes=budget)
+    compiled = tt.compile(model, (x,), config=config, devices=[apart_device])
+    if budget is None:  # the eval program holds every weight on the device: its direct path
+        assert compiled._on_device is not None
+    else:
+        assert any(compiled._plan.placement.chosen.resident), "the eval program holds some weights there"
+    trainer = compiled._trainer._plan.placement.chosen
+    assert trainer.devices == (0,) * 4 and not any(trainer.resident), "training copies every parameter per call"
+    assert f"{apart_device}: no weight resident (the optimizer steps the parameters in RAM)" in compiled.explain()
+
+    train_side_by_side(compiled, eager, x, lambda parameters: torch.optim.Adam(parameters, lr=1e-2), steps=3)
+    assert parameter_copies(compiled) == 8, "each step copies every weight and bias to the device"

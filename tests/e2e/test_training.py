@@ -196,24 +196,30 @@ def test_five_optimizer_steps_give_eager_weights(optimizer, plan):
         "sgd": lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9),
         "adam": lambda p: torch.optim.Adam(p, lr=1e-2),
     }[optimizer]
-    mine, theirs = make(compiled.parameters()), make(eager.parameters())
+    train_side_by_side(compiled, eager, x, make, steps=5)
+
+
+def train_side_by_side(compiled, eager, x, make_optimizer, steps: int, tolerance=TOLERANCE) -> None:
+    """`steps` optimizer steps of each (the same seed per step), then eval(): the weights
+    and the outputs without grad equal the trained eager model's."""
+    mine, theirs = make_optimizer(compiled.parameters()), make_optimizer(eager.parameters())
     compiled.train()
     eager.train()
-    for step in range(5):
-        for module, steps in ((compiled, mine), (eager, theirs)):
-            steps.zero_grad()
+    for step in range(steps):
+        for module, optimizer in ((compiled, mine), (eager, theirs)):
+            optimizer.zero_grad()
             torch.manual_seed(step)
             module(x).square().mean().backward()
-            steps.step()
+            optimizer.step()
+    trained = dict(compiled.model.named_parameters())
     for name, parameter in eager.named_parameters():
-        torch.testing.assert_close(dict(model.named_parameters())[name], parameter, **TOLERANCE)
-    # eval() after training: outputs without grad equal to the trained eager model's.
+        torch.testing.assert_close(trained[name], parameter, **tolerance, msg=lambda m, name=name: f"{name}: {m}")
     compiled.eval()
     eager.eval()
     out = compiled(x)
     assert not out.requires_grad
     with torch.no_grad():
-        torch.testing.assert_close(out, eager(x), **TOLERANCE)
+        torch.testing.assert_close(out, eager(x), **tolerance)
 
 
 def test_the_briefs_example_as_written():

@@ -109,13 +109,21 @@ def check_queue_order(backend: DeviceBackend, index: int, info: DeviceInfo) -> N
 
 
 def check_hold(backend: DeviceBackend, index: int, info: DeviceInfo) -> None:
-    """A weight held in the device's memory keeps its values; holding what is there already changes nothing."""
+    """A weight held in the device's memory keeps its values, and is a copy exactly where the
+    device has memory of its own; holding what is there already changes nothing."""
     check, name = "hold", info.name
     weight = torch.arange(CHECK_BYTES // 4, dtype=torch.float32).reshape(16, -1)
     held = backend.hold(index, weight)
     device = backend.torch_device(index)
     _expect(held.device == device, check, name, f"the held tensor is on {held.device}, not {device}")
     _expect(torch.equal(held.cpu(), weight), check, name, "the held tensor's values differ")
+    own = backend.has_own_memory(index)
+    _expect(
+        (held is not weight) == own,
+        check,
+        name,
+        f"has_own_memory() is {own}, but holding a host tensor {'kept it' if held is weight else 'copied it'}",
+    )
     _expect(backend.hold(index, held) is held, check, name, "holding a held tensor again made another copy")
 
 

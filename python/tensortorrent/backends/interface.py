@@ -155,6 +155,11 @@ class DeviceBackend(ABC):
         recording raised where `function` cannot be recorded (it synchronizes, say)."""
         return None
 
+    def has_own_memory(self, index: int) -> bool:
+        """Whether device `index` computes in memory of its own (a GPU's), apart from host
+        RAM: what `hold` keeps there is a copy of a host tensor, not the tensor itself."""
+        return self.torch_device(index).type != "cpu"
+
     def hold(self, index: int, tensor: torch.Tensor) -> torch.Tensor:
         """`tensor` in device `index`'s memory for good (a resident weight): a copy there,
         complete when this returns, or `tensor` itself where it is in that memory already."""

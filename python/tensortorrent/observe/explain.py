@@ -237,16 +237,24 @@ def _schedule_lines(plan: ExecutionPlan) -> list[str]:
     return lines
 
 
-def training_lines(devices: Sequence[str], saved_bytes: Sequence[int], program, tier_names: Sequence[str]) -> list[str]:
+def training_lines(
+    devices: Sequence[str], saved_bytes: Sequence[int], program, tier_names: Sequence[str], apart: Sequence[str] = ()
+) -> list[str]:
     """explain()'s section on the training program: where its regions run, what autograd
     saves for backward, the copies per call and the memory plan per tier (`program`: the
-    data plane's Program, None on the direct path)."""
+    data plane's Program, None on the direct path); `apart`: its devices with memory of
+    their own (GPUs)."""
     placed = ", ".join(f"{d} x{devices.count(d)}" for d in dict.fromkeys(devices))
     lines = [
         "Training program (after train(): captured in training mode, autograd records calls where grad is on)",
         f"  regions: {len(devices)} ({placed})",
         f"  saved for backward: {format_bytes(sum(saved_bytes))} per call, measured per region when compiling",
     ]
+    if apart:
+        lines.append(
+            f"  {', '.join(apart)}: no weight resident (the optimizer steps the parameters in RAM), "
+            "each call copies them there"
+        )
     if program is None:
         return lines + ["  runs inline on the calling thread (the direct path): no data plane program"]
     copies = [i for i in program.schedule.instructions if str(i.kind).endswith("Copy")]

@@ -39,6 +39,12 @@ class PlanDevice:
         """A virtual device: its instructions last at least their declared times."""
         return isinstance(self.spec, VirtualDevice)
 
+    @property
+    def own_memory(self) -> bool:
+        """A real accelerator computing in memory of its own (a GPU): weights resident there
+        are copies of the parameters in RAM."""
+        return isinstance(self.spec, Accelerator) and self.spec.backend.has_own_memory(self.spec.index)
+
     def peer_bandwidth(self, other: PlanDevice) -> float | None:
         """Bytes/s of a direct link from this device to `other` (the slower figure where
         both give one); None where values between them go through RAM."""

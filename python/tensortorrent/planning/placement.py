@@ -5,6 +5,10 @@ lowered to the Program it would really run and simulated (queue contention, pref
 overlap, memory over time), and the simulator's figures rank them under the objective.
 A finalist whose memory plan overflows a tier is never chosen. The chosen one's Program,
 with the tiers' real capacities and the simulated times, is the one that runs.
+
+A training plan keeps no weights resident on a device with memory of its own (a GPU):
+the optimizer updates the parameters in RAM, so each call copies them to the device,
+and backward sends their gradients back over the same link (runtime/autograd_copies.py).
 """
 
 from __future__ import annotations
@@ -94,13 +98,17 @@ class PlacementContext:
         machine: PlanMachine,
         objective: ObjectiveFunction,
         cpu_slots: int = 1,
+        training: bool = False,
     ) -> None:
         self.runner, self.machine, self.objective, self.cpu_slots = runner, machine, objective, cpu_slots
         self.names = [r.name for r in regions]
         self.regions = regions
         self.table = compute_table(runner, costs, machine)
+        # Per device, whether the plan may make parameters resident there: not the CPU (they
+        # are in RAM already), nor, in a training plan, a device with memory of its own.
+        self.may_hold = tuple(d.spec is not None and not (training and d.own_memory) for d in machine.devices)
         _check_every_region_runs_somewhere(runner, regions, self.table, machine)
-        self.problem = _problem(runner, regions, costs, self.table, machine)
+        self.problem = _problem(runner, regions, costs, self.table, machine, self.may_hold)
         self.simulated: dict[tuple, Candidate] = {}  # (devices, resident) -> its candidate
 
     def weights(self) -> _core.ObjectiveWeights:
@@ -182,10 +190,12 @@ def place(
     objective: ObjectiveFunction,
     threads: int = 1,
     cpu_slots: int = 1,
+    training: bool = False,
 ) -> Placement:
     """The best placement of `regions` on `machine` under `objective`, with its finalists;
-    the CPU runs up to `cpu_slots` regions at once. Raises PlanningError when no placement fits."""
-    context = PlacementContext(runner, regions, costs, machine, objective, cpu_slots)
+    the CPU runs up to `cpu_slots` regions at once; `training`: a training program's.
+    Raises PlanningError when no placement fits."""
+    context = PlacementContext(runner, regions, costs, machine, objective, cpu_slots, training)
     searched = len(machine.devices) > 1
     if not searched:
         context.with_residency((0,) * len(regions))
@@ -255,7 +265,7 @@ def _fill_residency(context: PlacementContext, starts: int) -> None:
         streamed = [
             r
             for r in sorted(range(len(best.resident)), key=lambda r: -param_bytes[r])
-            if not best.resident[r] and context.machine.devices[best.devices[r]].spec is not None
+            if not best.resident[r] and context.may_hold[best.devices[r]]
         ]
         for region in streamed:
             resident = best.resident[:region] + (True,) + best.resident[region + 1 :]
@@ -315,13 +325,14 @@ def _resident_room(runner, memory_bytes: int, regions) -> int:
     return max(0, memory_bytes - sum(params[:2]) - 2 * working)
 
 
-def _problem(runner, regions, costs, table, machine: PlanMachine) -> _core.PlacementProblem:
+def _problem(runner, regions, costs, table, machine: PlanMachine, may_hold: tuple[bool, ...]) -> _core.PlacementProblem:
     count = len(regions)
     devices = []
-    for device in machine.devices:
-        room = (
-            UNLIMITED_BYTES if device.spec is None else _resident_room(runner, device.spec.memory_bytes, range(count))
-        )
+    for device, holds in zip(machine.devices, may_hold):
+        if device.spec is None:
+            room = UNLIMITED_BYTES
+        else:
+            room = _resident_room(runner, device.spec.memory_bytes, range(count)) if holds else 0
         devices.append(_core.PlacementDevice(name=device.name, capacity_bytes=room))
     per_byte = [0.0 if d.spec is None else 1.0 / d.spec.link_bandwidth for d in machine.devices]
     transfer = [

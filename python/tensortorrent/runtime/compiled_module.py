@@ -181,7 +181,13 @@ class CompiledModule(nn.Module):
                 "a module compiled for inference",
                 "compile with tt.CompileConfig(allow_training=True) to train it",
             )
-        return super().train(mode)
+        leaving_training = self.training and not mode
+        super().train(mode)
+        if leaving_training:  # the eval program's copies of weights on devices see the steps taken
+            for holder in (self._plane, self._on_device):
+                if holder is not None:
+                    holder.held.refresh()
+        return self
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         return self._call(args, kwargs, _core.CancelToken())[0]
@@ -345,9 +351,11 @@ class CompiledModule(nn.Module):
         plane = trainer._plane
         program = plane.plan.program if plane is not None else None
         tiers = plane.tier_names if plane is not None else []
-        return "\n".join(
-            [text, "", *training_lines(trainer.region_devices, trainer._runner.saved_bytes, program, tiers)]
-        )
+        placement = trainer._plan.placement
+        machine = placement.machine.devices if placement is not None else ()
+        apart = [d.name for d in machine if d.own_memory and d.name in trainer.region_devices]
+        lines = training_lines(trainer.region_devices, trainer._runner.saved_bytes, program, tiers, apart)
+        return "\n".join([text, "", *lines])
 
     def _explain(self) -> str:
         signature, program = self._signature.describe(), self._program

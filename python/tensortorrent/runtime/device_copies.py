@@ -89,6 +89,7 @@ class DeviceLink:
     queue: Queue
     waiter: LinkWaiter
     target: tuple[DeviceBackend, int] | None  # the device copies go to (backend, index); None: host memory
+    owner: tuple[DeviceBackend, int]  # the device whose queue it is (the sending one; a device's for h2d)
 
     def empty_like(self, value: torch.Tensor) -> torch.Tensor:
         """Where the copy of `value` goes: the target device's memory, or host memory coming back."""
@@ -128,5 +129,5 @@ def device_links(program: _core.Program, devices: dict[str, tuple[DeviceBackend,
             device, _, way = queue.name.rpartition(".")
             source, target = devices[device], devices[device] if way == "h2d" else None
         backend, index = source
-        links[position] = DeviceLink(backend.queue(index), LinkWaiter(queue.name), target)
+        links[position] = DeviceLink(backend.queue(index), LinkWaiter(queue.name), target, source)
     return links

@@ -1,7 +1,8 @@
 """The direct path on a device: a plan whose every region is resident on one accelerator
 runs without the executor.
 
-Its weights are held in the device's memory once, when the module is built. A call
+Its weights are held in the device's memory once, when the module is built (and copied
+again where training changed them: runtime/held_weights.py). A call
 copies its inputs to the device, runs the regions in order on the calling thread (their
 kernels queue on the device as torch launches them, with no synchronisation between
 regions) and copies the outputs back to host memory, as every other plan returns them.
@@ -22,6 +23,7 @@ import torch
 import torch.utils._pytree as pytree
 
 from ..backends.interface import CapturedGraph, DeviceBackend
+from .held_weights import HeldWeights
 from .program_runner import ProgramRunner
 
 WARM_UP_CALLS = 2  # calls run as launched before a graph is captured (lazy initialisations done)
@@ -33,7 +35,8 @@ class DeviceDirect:
     def __init__(self, runner: ProgramRunner, backend: DeviceBackend, index: int, name: str) -> None:
         self._backend, self._index, self.name = backend, index, name
         self._device = backend.torch_device(index)
-        held = [backend.hold(index, v) if isinstance(v, torch.Tensor) else v for v in runner.bound_values]
+        self.held = HeldWeights()
+        held = [self.held.hold(backend, index, v) if isinstance(v, torch.Tensor) else v for v in runner.bound_values]
         self._runner = runner.on(self._device, held)
         self._calls = 0
         self._graph: CapturedGraph | None = None

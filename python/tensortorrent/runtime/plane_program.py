@@ -27,6 +27,7 @@ from ..planning.machine import RAM, PlanMachine
 from ..planning.streaming import predicted_at
 from ..planning.weights_on_disk import WeightsOnDisk
 from .device_copies import device_links
+from .held_weights import HeldWeights
 from .host_pins import HostPins, page_spans
 from .plane_call import PlaneCall, call_steps
 from .program_runner import ProgramRunner
@@ -79,6 +80,7 @@ class PlaneProgram:
             self.resident_tensors = self._load_residents()
             runner.rebind(self.bound_values())
         links = device_links(program, self.devices)
+        self.held = HeldWeights()
         self._steps = call_steps(runner, plan, links, self._held_on_devices(), self.devices)
         self.pins = HostPins(backend for backend, _ in self.devices.values()) if self.devices else None
         if self.pins is not None:
@@ -100,14 +102,15 @@ class PlaneProgram:
         return self.devices[self.plan.program.tiers[tier].name]
 
     def _held_on_devices(self) -> dict[int, Any]:
-        """The resident weights on devices: each copied into its device's memory once."""
+        """The resident weights on devices: each copied into its device's memory once (and
+        again where training changed it: runtime/held_weights.py)."""
         program, values = self.plan.program, self.runner.bound_values
         held = {}
         for buffer, slot in self.plan.preset:
             tier = program.buffers[buffer].tier
             if tier != RAM and values[slot] is not None and program.buffers[buffer].lifetime == LIFE.Resident:
                 backend, index = self._device_of(tier)
-                held[buffer] = backend.hold(index, values[slot])
+                held[buffer] = self.held.hold(backend, index, values[slot])
         return held
 
     def predicted_s(self) -> float:
