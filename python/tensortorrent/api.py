@@ -167,6 +167,7 @@ class _Build:
                     config.region_backend,
                     on_region=on_region,
                     region_inputs=lambda: ProgramRunner(program, regions).region_inputs(flat),
+                    pack_room_bytes=self._pack_room_bytes(streaming),
                 )
                 if self._may_call_model_forward(regions, backends, streaming):
                     backends = self._unless_model_forward_is_faster(program, regions, backends, signature)
@@ -213,6 +214,14 @@ class _Build:
                 region_backends=backends,
             )
         return compiled, placement
+
+    def _pack_room_bytes(self, streaming: bool) -> int:
+        """The RAM that packed copies of convolution weights may take (runtime/packed_convs.py):
+        what half the RAM budget leaves beside the weights, in a CPU plan whose weights stay
+        the model's own tensors; none where they stream or may go to a device."""
+        if streaming or not self.plan_machine.is_cpu_only:
+            return 0
+        return max(0, self.budgets.ram.amount // 2 - weight_bytes(self.model))
 
     def _compile_for_accelerators(self, runner, placement, progress) -> None:
         """Each region placed on a GPU gets its kernel there now, under the progress display

@@ -6,7 +6,8 @@ compute and its two links with RAM (h2d, d2h), then each peer link between two d
 ("a->b"), each running one instruction at a time.
 
 Rules, in generation order (region by region, in topological order):
-- weights in memory are the model's own tensors in RAM (torch-owned residents). A region
+- weights in memory are the model's own tensors in RAM (torch-owned residents), and so
+  are the packed copies a CPU region's kernel keeps (runtime/packed_convs.py). A region
   on a virtual device reads a resident parameter from that device's tier (the same host
   tensor, counted there once) or gets a copy from RAM before it computes; a CPU region
   whose weights stream reads them from a `Load` of their file range; a region on a
@@ -337,6 +338,10 @@ class _Lowering(WeightStreams, ActivationSpill, SplitLayers):
     def run(self, cpu_slots: int, io_depth: int, capacities) -> LoweredProgram:
         runner = self.runner
         self.weights_in_ram()
+        for region, kernel in enumerate(runner.kernels):
+            if kernel.held_bytes:  # packed weights, held by the region's kernel: planned, never read
+                label = f"{self.names[region]} packed weights"
+                self.buffer(RAM, None, LIFE.Resident, label, nbytes=kernel.held_bytes, torch_owned=True)
         for slot in runner.input_slots:
             self.preset.append((self.buffer(RAM, slot, LIFE.Input, f"input {slot}"), slot))
         self.resident_on_devices()

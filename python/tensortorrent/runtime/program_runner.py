@@ -31,6 +31,7 @@ class RegionKernel:
     transient_in_slots: tuple[int, ...]  # activations whose last reader may be this region
     profile_key: str  # what its measured time is cached under (planning/profile_cache.py)
     compiled: bool = False  # `forward` is inductor's code for `module` (runtime/region_backends.py)
+    held_bytes: int = 0  # what `forward` keeps in RAM for the program's life (packed weights)
 
     def forward_on(self, device: torch.device) -> Callable[..., tuple]:
         """The kernel for `device`: this one on the CPU, else the one made for that device
@@ -84,6 +85,7 @@ class ProgramRunner:
                     transient_in_slots=transient,
                     profile_key=region_key(module, region.in_nodes) + choice.kernel_tag,
                     compiled=choice.backend == INDUCTOR,
+                    held_bytes=choice.held_bytes,
                 )
             )
         self.outputs = [(slot_of[r.node], None) if r.node is not None else (None, r.constant) for r in program.outputs]

@@ -20,7 +20,9 @@ places regions on.
 
 Under every backend, the matrix products of an inference region go to oneDNN wherever it
 multiplied them faster than aten's BLAS (runtime/onednn_linear.py): the eager graph and
-the graph inductor compiles are both the rewritten one.
+the graph inductor compiles are both the rewritten one. The eager graph of a region in an
+in-memory CPU plan also computes its convolutions from weights packed once, where that
+ran faster (runtime/packed_convs.py).
 """
 
 from __future__ import annotations
@@ -38,8 +40,10 @@ from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
 from ..errors import UnsupportedError
 from ..hardware.side_by_side import time_side_by_side
+from ..observe.units import format_bytes
 from ..partition import Region, build_region_module
 from .onednn_linear import on_onednn
+from .packed_convs import with_packed_convs
 
 log = logging.getLogger(__name__)
 
@@ -62,11 +66,23 @@ class RegionChoice:
     inductor_s: float | None = None
     note: str = ""  # why a region asked to be compiled runs eagerly
     onednn_linears: int = 0  # its matrix products that run on oneDNN (measured on this machine: never saved)
+    packed_convs: int = 0  # its convolutions on weights packed once (runtime/packed_convs.py: never saved)
+    packed_bytes: int = 0  # what their packed copies take in RAM for the program's life
 
     @property
     def kernel_tag(self) -> str:
         """What its kernel's measured time is cached under, beside the graph's own key."""
-        return ("/inductor" if self.backend == INDUCTOR else "") + ("/onednn" if self.onednn_linears else "")
+        return (
+            ("/inductor" if self.backend == INDUCTOR else "")
+            + ("/onednn" if self.onednn_linears else "")
+            + ("/packed" if self.packed_convs else "")
+        )
+
+    @property
+    def held_bytes(self) -> int:
+        """What its kernel holds in RAM for the program's life: the packed weights of the
+        eager graph where that is what runs (inductor's code reads the weights as they are)."""
+        return self.packed_bytes if self.backend == EAGER else 0
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -108,19 +124,23 @@ class RegionBackends:
         """explain()'s section: per region its backend, compile time, products on oneDNN
         and, where both were timed, both times."""
         onednn = sum(c.onednn_linears for c in self.choices)
-        if self.mode == EAGER and not onednn:
+        packed = sum(c.packed_convs for c in self.choices if c.held_bytes)
+        if self.mode == EAGER and not onednn and not packed:
             return []
         total = sum(c.compile_s or 0.0 for c in self.choices)
+        held = sum(c.held_bytes for c in self.choices)
         lines = [
             f"Region backends ({self.mode}): {self.compiled_count} of {len(self.choices)} region(s) run inductor's "
-            f"code, compiled in {total:.2f} s; {onednn} matrix product(s) on oneDNN, where it timed faster than aten",
-            f"  {'region':<8} {'runs':<9} {'compile s':>9} {'eager ms':>9} {'inductor ms':>11} {'oneDNN':>6}",
+            f"code, compiled in {total:.2f} s; {onednn} matrix product(s) on oneDNN, where it timed faster than aten; "
+            f"{packed} convolution(s) on weights packed once ({format_bytes(held)} held), where that timed faster",
+            f"  {'region':<8} {'runs':<9} {'compile s':>9} {'eager ms':>9} {'inductor ms':>11} {'oneDNN':>6} "
+            f"{'packed':>6}",
         ]
         for index, choice in enumerate(self.choices):
             lines.append(
                 f"  r{index:<7} {choice.backend:<9} {_seconds(choice.compile_s, 1):>9} "
-                f"{_seconds(choice.eager_s, 1e3):>9} {_seconds(choice.inductor_s, 1e3):>11} {choice.onednn_linears:>6}"
-                + (f"  {choice.note}" if choice.note else "")
+                f"{_seconds(choice.eager_s, 1e3):>9} {_seconds(choice.inductor_s, 1e3):>11} {choice.onednn_linears:>6} "
+                f"{choice.packed_convs if choice.held_bytes else 0:>6}" + (f"  {choice.note}" if choice.note else "")
             )
         return lines
 
@@ -140,16 +160,23 @@ def compile_regions(
     saved: Sequence[RegionChoice] | None = None,
     on_region: Callable[[int, int], None] | None = None,
     region_inputs: RegionInputs | None = None,
+    pack_room_bytes: int = 0,
 ) -> RegionBackends:
-    """Each inference region's kernel under `mode`, its products on oneDNN where faster;
-    with `saved` (a loaded artifact's choices), the regions saved as inductor's are
-    compiled again and no region is timed. `on_region(i, n)` is told before region i of n
-    compiles (the progress display). "auto" times the regions on `region_inputs()` (real
-    values), else on random values of their shapes."""
+    """Each inference region's kernel under `mode`, its products on oneDNN where faster
+    and, in its eager graph, its convolutions on weights packed once where faster, their
+    copies within `pack_room_bytes` in all (0 for a plan whose weights are not the same
+    tensors on every call); with `saved` (a loaded artifact's choices), the regions
+    saved as inductor's are compiled again and no region is timed. `on_region(i, n)` is
+    told before region i of n compiles (the progress display). "auto" times the regions
+    on `region_inputs()` (real values), else on random values of their shapes."""
     choices, forwards, modules = [], {}, []
+    bound = {b.slot for b in program.bound}
     for region in regions:
         module, onednn = on_onednn(build_region_module(program.graph_module, region))
-        modules.append(module)
+        weights = {i for i, node in enumerate(region.in_nodes) if program.slot_of.get(node) in bound}
+        eager, packed = with_packed_convs(module, weights, pack_room_bytes)
+        pack_room_bytes -= packed.nbytes
+        modules.append(eager)
         wanted = saved[region.index].backend if saved is not None else (EAGER if mode == EAGER else INDUCTOR)
         choice, forward = saved[region.index] if saved is not None else RegionChoice(EAGER), None
         if wanted == INDUCTOR:
@@ -159,9 +186,9 @@ def compile_regions(
             if saved is not None and forward is not None:  # the figures measured when it was compiled
                 before = saved[region.index]
                 choice = RegionChoice(INDUCTOR, choice.compile_s, before.eager_s, before.inductor_s)
-        choices.append(replace(choice, onednn_linears=onednn))
-        if forward is not None or onednn:
-            forwards[region.index] = forward or module.forward
+        choices.append(replace(choice, onednn_linears=onednn, packed_convs=packed.count, packed_bytes=packed.nbytes))
+        if forward is not None or onednn or packed.count:
+            forwards[region.index] = forward or eager.forward
     backends = RegionBackends(mode, tuple(choices), forwards)
     if mode == AUTO and saved is None:
         if region_inputs is None:
@@ -214,7 +241,7 @@ def _keep_faster(
             choices[index] = faster_of(choices[index], eager, forwards[index], inputs)
             if choices[index].backend == EAGER:
                 del forwards[index]
-                if choices[index].onednn_linears:
+                if choices[index].onednn_linears or choices[index].packed_convs:
                     forwards[index] = eager
     return RegionBackends(backends.mode, tuple(choices), forwards)
 
@@ -304,4 +331,5 @@ def unless_model_forward_is_faster(
         return backends
     (choice,) = backends.choices
     note = f"the model's own forward ran faster ({model_s * 1e3:.3f} ms against {region_s * 1e3:.3f} ms)"
-    return RegionBackends(backends.mode, (replace(choice, backend=EAGER, note=note, onednn_linears=0),), {})
+    plain = replace(choice, backend=EAGER, note=note, onednn_linears=0, packed_convs=0, packed_bytes=0)
+    return RegionBackends(backends.mode, (plain,), {})
