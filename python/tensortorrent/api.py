@@ -216,7 +216,7 @@ class _Build:
         return compiled, placement
 
     def _pack_room_bytes(self, streaming: bool) -> int:
-        """The RAM that packed copies of convolution weights may take (runtime/packed_convs.py):
+        """The RAM that packed copies of weights may take (runtime/packed_weights.py):
         what half the RAM budget leaves beside the weights, in a CPU plan whose weights stay
         the model's own tensors; none where they stream or may go to a device."""
         if streaming or not self.plan_machine.is_cpu_only:

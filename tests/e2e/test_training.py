@@ -265,7 +265,9 @@ def test_saved_activations_are_accounted_and_peaks_equal_the_simulation(plan):
     compiled.eval()
     compiled(x)
     tier = "acc" if plan == "streamed" else "ram"
-    assert training_peak[tier] > compiled.last_peak_bytes[tier], "an eval call saves nothing for backward"
+    # The eval program's CPU regions may hold weights packed for oneDNN (runtime/packed_weights.py).
+    packed = sum(c.held_bytes for c in compiled._backends.choices) if tier == "ram" else 0
+    assert training_peak[tier] > compiled.last_peak_bytes[tier] - packed, "an eval call saves nothing for backward"
     text = compiled.explain()
     assert "Training program" in text and "saved for backward" in text
 

@@ -3,26 +3,22 @@ calls: aten's, and oneDNN's on a weight packed once, timed per shape.
 
 aten's conv2d runs on oneDNN too, but reorders the weight into oneDNN's blocked layout on
 every call. A weight packed into that layout once (`mkldnn._reorder_convolution_weight`,
-for the input size it will see) skips the reorder: on ResNet-50 at batch 1 (224x224, an
-AMD EPYC, two threads) packing every convolution ran the model in 0.71x eager's time.
-The packed copy costs as much memory again as the weight, and the gain depends on the
-CPU and the shape, so each distinct convolution is timed both ways once per process, on
-random values of its shape. `torch.backends.mkldnn.enabled = False` leaves every
-convolution to aten.
+for the input size it will see) skips the reorder: on S1's ResNet-50 (batch 1, 224x224,
+an AMD EPYC, two threads) packing its convolutions took the model from 0.99x eager's
+time to 0.67x. Each distinct convolution is timed both ways once per process, on random
+values of its shape. `torch.backends.mkldnn.enabled = False` leaves every convolution
+to aten.
 """
 
 from __future__ import annotations
 
 import functools
-import logging
 from dataclasses import dataclass
 
 import torch
 
 from .matmul_kernels import DTYPES, onednn_available
-from .side_by_side import time_side_by_side
-
-log = logging.getLogger(__name__)
+from .packed_kernels import PackedTiming, time_packing
 
 
 @dataclass(frozen=True)
@@ -54,21 +50,10 @@ class Convolution:
         return torch.conv2d(x, weight, bias, self.stride, self.padding, self.dilation, self.groups)
 
 
-@dataclass(frozen=True)
-class PackedTiming:
-    aten_s: float
-    packed_s: float | None  # None where oneDNN is off or cannot compute it
-    packed_bytes: int  # the packed weight's size (0 where it cannot be packed)
-
-    @property
-    def faster_packed(self) -> bool:
-        return self.packed_s is not None and self.packed_s < self.aten_s
-
-
 def packed_timing(c: Convolution) -> PackedTiming:
-    """Whether and by how much the packed weight computes `c` faster here, and its size."""
+    """aten's convolution against the packed weight's, here."""
     if not onednn_available() or c.dtype not in DTYPES:
-        return PackedTiming(0.0, None, 0)
+        return PackedTiming(0.0, None)
     return _timed(c)
 
 
@@ -77,12 +62,6 @@ def _timed(c: Convolution) -> PackedTiming:
     x = torch.randn(c.input, dtype=c.dtype)
     weight = torch.randn(c.weight, dtype=c.dtype)
     bias = torch.randn(c.weight[0], dtype=c.dtype) if c.bias else None
-    try:
-        packed = c.pack(weight)
-        aten_s, packed_s = time_side_by_side(lambda: c.on_aten(x, weight, bias), lambda: c.on_packed(x, packed, bias))
-        nbytes = int(torch.ops.mkldnn._nbytes(packed))
-    except Exception as error:  # a oneDNN build without this dtype or shape: aten keeps it
-        log.debug("oneDNN could not compute %s on a packed weight: %s", c, error)
-        return PackedTiming(0.0, None, 0)
-    log.debug("%s: aten %.3f ms, packed %.3f ms", c, aten_s * 1e3, packed_s * 1e3)
-    return PackedTiming(aten_s, packed_s, nbytes)
+    return time_packing(
+        c, lambda: c.on_aten(x, weight, bias), lambda: c.pack(weight), lambda p: c.on_packed(x, p, bias)
+    )

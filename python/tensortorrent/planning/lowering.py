@@ -7,7 +7,7 @@ compute and its two links with RAM (h2d, d2h), then each peer link between two d
 
 Rules, in generation order (region by region, in topological order):
 - weights in memory are the model's own tensors in RAM (torch-owned residents), and so
-  are the packed copies a CPU region's kernel keeps (runtime/packed_convs.py). A region
+  are the packed copies a CPU region's kernel keeps (runtime/packed_weights.py). A region
   on a virtual device reads a resident parameter from that device's tier (the same host
   tensor, counted there once) or gets a copy from RAM before it computes; a CPU region
   whose weights stream reads them from a `Load` of their file range; a region on a

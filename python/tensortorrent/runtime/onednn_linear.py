@@ -36,14 +36,19 @@ def on_onednn(module: fx.GraphModule) -> tuple[fx.GraphModule, int]:
     return rewritten, len(faster)
 
 
+def onednn_count(module: fx.GraphModule) -> int:
+    """The products `module` computes on oneDNN with the weights as stored."""
+    return sum(node.op == "call_function" and node.target == LINEAR for node in module.graph.nodes)
+
+
 def product(node: fx.Node) -> Product | None:
     """The product `node` computes where oneDNN could take it: a CPU aten.linear, addmm
     (bias of one row, no scaling) or mm of static shape in a dtype oneDNN multiplies."""
-    operands = _operands(node)
-    if operands is None:
+    found = operands(node)
+    if found is None:
         return None
-    x, weight, bias, transposed = operands
-    values = [_static_cpu_tensor(v) for v in (x, weight, bias) if v is not None]
+    x, weight, bias, transposed = found
+    values = [static_cpu_tensor(v) for v in (x, weight, bias) if v is not None]
     if any(v is None or v.dtype != values[0].dtype for v in values) or values[0].dtype not in DTYPES:
         return None
     x_value, weight_value = values[0], values[1]
@@ -56,7 +61,7 @@ def product(node: fx.Node) -> Product | None:
     return Product(rows, inner, outer, x_value.dtype, bias is not None, transposed) if rows else None
 
 
-def _operands(node: fx.Node) -> tuple[Any, Any, Any, bool] | None:
+def operands(node: fx.Node) -> tuple[Any, Any, Any, bool] | None:
     """(input, weight, bias or None, whether the weight is stored (in, out)) of a linear,
     addmm or mm without keyword arguments (addmm's scaling); None for any other node."""
     if node.op != "call_function" or node.kwargs:
@@ -73,7 +78,7 @@ def _operands(node: fx.Node) -> tuple[Any, Any, Any, bool] | None:
     return None
 
 
-def _static_cpu_tensor(node) -> torch.Tensor | None:
+def static_cpu_tensor(node) -> torch.Tensor | None:
     value = node.meta.get("val") if isinstance(node, fx.Node) else None
     if not isinstance(value, torch.Tensor) or value.device.type != "cpu":
         return None
@@ -81,7 +86,7 @@ def _static_cpu_tensor(node) -> torch.Tensor | None:
 
 
 def _rewrite(graph: fx.Graph, node: fx.Node) -> None:
-    x, weight, bias, transposed = _operands(node)
+    x, weight, bias, transposed = operands(node)
     with graph.inserting_before(node):
         if transposed:  # stored (in, out): oneDNN reads the transposed view in place
             weight = graph.call_function(aten.t.default, (weight,))

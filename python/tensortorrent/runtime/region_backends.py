@@ -21,8 +21,8 @@ places regions on.
 Under every backend, the matrix products of an inference region go to oneDNN wherever it
 multiplied them faster than aten's BLAS (runtime/onednn_linear.py): the eager graph and
 the graph inductor compiles are both the rewritten one. The eager graph of a region in an
-in-memory CPU plan also computes its convolutions from weights packed once, where that
-ran faster (runtime/packed_convs.py).
+in-memory CPU plan also computes its convolutions and products from weights packed once,
+where that ran faster (runtime/packed_weights.py).
 """
 
 from __future__ import annotations
@@ -42,8 +42,8 @@ from ..errors import UnsupportedError
 from ..hardware.side_by_side import time_side_by_side
 from ..observe.units import format_bytes
 from ..partition import Region, build_region_module
-from .onednn_linear import on_onednn
-from .packed_convs import with_packed_convs
+from .onednn_linear import on_onednn, onednn_count
+from .packed_weights import with_packed_weights
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +66,9 @@ class RegionChoice:
     inductor_s: float | None = None
     note: str = ""  # why a region asked to be compiled runs eagerly
     onednn_linears: int = 0  # its matrix products that run on oneDNN (measured on this machine: never saved)
-    packed_convs: int = 0  # its convolutions on weights packed once (runtime/packed_convs.py: never saved)
+    packed_kernels: int = (
+        0  # its convolutions and products on weights packed once (runtime/packed_weights.py: never saved)
+    )
     packed_bytes: int = 0  # what their packed copies take in RAM for the program's life
 
     @property
@@ -75,7 +77,7 @@ class RegionChoice:
         return (
             ("/inductor" if self.backend == INDUCTOR else "")
             + ("/onednn" if self.onednn_linears else "")
-            + ("/packed" if self.packed_convs else "")
+            + ("/packed" if self.packed_kernels else "")
         )
 
     @property
@@ -124,7 +126,7 @@ class RegionBackends:
         """explain()'s section: per region its backend, compile time, products on oneDNN
         and, where both were timed, both times."""
         onednn = sum(c.onednn_linears for c in self.choices)
-        packed = sum(c.packed_convs for c in self.choices if c.held_bytes)
+        packed = sum(c.packed_kernels for c in self.choices if c.held_bytes)
         if self.mode == EAGER and not onednn and not packed:
             return []
         total = sum(c.compile_s or 0.0 for c in self.choices)
@@ -132,7 +134,8 @@ class RegionBackends:
         lines = [
             f"Region backends ({self.mode}): {self.compiled_count} of {len(self.choices)} region(s) run inductor's "
             f"code, compiled in {total:.2f} s; {onednn} matrix product(s) on oneDNN, where it timed faster than aten; "
-            f"{packed} convolution(s) on weights packed once ({format_bytes(held)} held), where that timed faster",
+            f"{packed} convolution(s) and product(s) on weights packed once ({format_bytes(held)} held), where that "
+            "timed faster",
             f"  {'region':<8} {'runs':<9} {'compile s':>9} {'eager ms':>9} {'inductor ms':>11} {'oneDNN':>6} "
             f"{'packed':>6}",
         ]
@@ -140,7 +143,7 @@ class RegionBackends:
             lines.append(
                 f"  r{index:<7} {choice.backend:<9} {_seconds(choice.compile_s, 1):>9} "
                 f"{_seconds(choice.eager_s, 1e3):>9} {_seconds(choice.inductor_s, 1e3):>11} {choice.onednn_linears:>6} "
-                f"{choice.packed_convs if choice.held_bytes else 0:>6}" + (f"  {choice.note}" if choice.note else "")
+                f"{choice.packed_kernels if choice.held_bytes else 0:>6}" + (f"  {choice.note}" if choice.note else "")
             )
         return lines
 
@@ -170,11 +173,16 @@ def compile_regions(
     told before region i of n compiles (the progress display). "auto" times the regions
     on `region_inputs()` (real values), else on random values of their shapes."""
     choices, forwards, modules = [], {}, []
-    bound = {b.slot for b in program.bound}
+    bound = {b.slot: b.tensor for b in program.bound}
     for region in regions:
-        module, onednn = on_onednn(build_region_module(program.graph_module, region))
-        weights = {i for i, node in enumerate(region.in_nodes) if program.slot_of.get(node) in bound}
-        eager, packed = with_packed_convs(module, weights, pack_room_bytes)
+        captured = build_region_module(program.graph_module, region)
+        module, onednn = on_onednn(captured)
+        slots = [program.slot_of.get(node) for node in region.in_nodes]
+        weights = {i: bound[slot] for i, slot in enumerate(slots) if slot in bound}
+        # The eager graph: products and convolutions on packed weights where faster, then
+        # the other products on oneDNN where faster.
+        eager, packed = with_packed_weights(captured, weights, pack_room_bytes)
+        eager, eager_onednn = on_onednn(eager) if packed.count else (module, onednn)
         pack_room_bytes -= packed.nbytes
         modules.append(eager)
         wanted = saved[region.index].backend if saved is not None else (EAGER if mode == EAGER else INDUCTOR)
@@ -186,7 +194,10 @@ def compile_regions(
             if saved is not None and forward is not None:  # the figures measured when it was compiled
                 before = saved[region.index]
                 choice = RegionChoice(INDUCTOR, choice.compile_s, before.eager_s, before.inductor_s)
-        choices.append(replace(choice, onednn_linears=onednn, packed_convs=packed.count, packed_bytes=packed.nbytes))
+        on_onednn_there = eager_onednn if choice.backend == EAGER else onednn
+        choices.append(
+            replace(choice, onednn_linears=on_onednn_there, packed_kernels=packed.count, packed_bytes=packed.nbytes)
+        )
         if forward is not None or onednn or packed.count:
             forwards[region.index] = forward or eager.forward
     backends = RegionBackends(mode, tuple(choices), forwards)
@@ -240,8 +251,9 @@ def _keep_faster(
             eager = modules[index].forward
             choices[index] = faster_of(choices[index], eager, forwards[index], inputs)
             if choices[index].backend == EAGER:
+                choices[index] = replace(choices[index], onednn_linears=onednn_count(modules[index]))
                 del forwards[index]
-                if choices[index].onednn_linears or choices[index].packed_convs:
+                if choices[index].onednn_linears or choices[index].packed_kernels:
                     forwards[index] = eager
     return RegionBackends(backends.mode, tuple(choices), forwards)
 
@@ -331,5 +343,5 @@ def unless_model_forward_is_faster(
         return backends
     (choice,) = backends.choices
     note = f"the model's own forward ran faster ({model_s * 1e3:.3f} ms against {region_s * 1e3:.3f} ms)"
-    plain = replace(choice, backend=EAGER, note=note, onednn_linears=0, packed_convs=0, packed_bytes=0)
+    plain = replace(choice, backend=EAGER, note=note, onednn_linears=0, packed_kernels=0, packed_bytes=0)
     return RegionBackends(backends.mode, (plain,), {})

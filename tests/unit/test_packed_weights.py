@@ -1,0 +1,151 @@
+"""Convolutions and matrix products on weights packed once (hardware/conv_kernels.py,
+hardware/matmul_kernels.py, runtime/packed_weights.py): which are taken, the room they may
+use, a copy never stale, and whole plans: the packed bytes planned in RAM, simulated
+peaks equal to measured ones, and nothing packed where the weights are not the same
+tensors on every call."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import replace
+
+import pytest
+import torch
+from e2e.test_peaks import simulated_peaks
+from torch import nn
+
+import tensortorrent as tt
+from conftest import eager_outputs
+from tensortorrent.hardware import conv_kernels, matmul_kernels
+from tensortorrent.hardware.conv_kernels import Convolution
+from tensortorrent.hardware.matmul_kernels import Product
+from tensortorrent.runtime.packed_weights import Packed, PackedKernel, with_packed_weights
+
+pytestmark = pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="torch built without oneDNN")
+TOLERANCE = dict(rtol=1e-4, atol=1e-5)
+
+
+class ConvsAndProducts(nn.Module):
+    """Three convolutions (with a bias, without, grouped with a stride), then a linear and
+    a product on a weight stored (in, out), as GPT-2's Conv1D keeps it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.first = nn.Conv2d(3, 16, 3, padding=1)
+        self.second = nn.Conv2d(16, 16, 1, bias=False)
+        self.third = nn.Conv2d(16, 32, 3, stride=2, padding=1, groups=4)
+        self.linear = nn.Linear(32, 24)
+        self.stored = nn.Parameter(torch.randn(24, 8))
+        self.bias = nn.Parameter(torch.randn(8))
+
+    def forward(self, x):
+        y = self.third(torch.relu(self.second(torch.relu(self.first(x)))))
+        y = self.linear(y.mean(dim=(2, 3)))
+        return torch.addmm(self.bias, y, self.stored)
+
+
+KERNELS = 5  # what ConvsAndProducts packs where every packed kernel is faster
+
+
+@pytest.fixture
+def packed_always_faster(monkeypatch):
+    """Every convolution and product timed faster on its packed weight."""
+    for kernels in (conv_kernels, matmul_kernels):
+        real = kernels.packed_timing
+
+        def faster(kernel, real=real):
+            timing = real(kernel)
+            return replace(timing, unpacked_s=1.0, packed_s=0.5) if timing.packed_s is not None else timing
+
+        monkeypatch.setattr(kernels, "packed_timing", faster)
+
+
+def graph_and_weights(model: nn.Module, x: torch.Tensor):
+    exported = torch.export.export(model, (x,))
+    weights = [exported.state_dict[name] for name in exported.graph_signature.parameters]
+    return exported.graph_module, weights
+
+
+def example():
+    torch.manual_seed(0)
+    return ConvsAndProducts().eval(), torch.randn(2, 3, 16, 16)
+
+
+def test_convolutions_and_products_on_the_models_weights_are_packed_and_match_aten(packed_always_faster):
+    model, x = example()
+    module, weights = graph_and_weights(model, x)
+    rewritten, packed = with_packed_weights(module, dict(enumerate(weights)), room_bytes=1 << 30)
+    assert packed.count == KERNELS
+    assert packed.nbytes >= sum(w.numel() * 4 for w in weights if w.dim() > 1)
+    assert sum(isinstance(m, PackedKernel) for m in rewritten.modules()) == KERNELS
+    with torch.no_grad():
+        torch.testing.assert_close(rewritten(*weights, x)[0], model(x), **TOLERANCE)
+
+
+def test_only_weights_that_are_the_models_own_tensors_and_fit_the_room_are_packed(packed_always_faster):
+    model, x = example()
+    module, weights = graph_and_weights(model, x)
+    assert with_packed_weights(module, {}, room_bytes=1 << 30)[1].count == 0, "activations are not packed"
+    every = with_packed_weights(module, dict(enumerate(weights)), room_bytes=1 << 30)[1]
+    assert with_packed_weights(module, dict(enumerate(weights)), room_bytes=0) == (module, Packed(0, 0))
+    some = with_packed_weights(module, dict(enumerate(weights)), room_bytes=every.nbytes - 1)[1]
+    assert 0 < some.count < KERNELS and some.nbytes < every.nbytes
+
+
+@pytest.mark.parametrize(
+    "kernel",
+    [
+        Convolution((1, 4, 8, 8), (8, 4, 3, 3), True, (1, 1), (1, 1), (1, 1), 1, torch.float32),
+        Product(6, 4, 8, torch.float32, True, False),
+        Product(6, 4, 8, torch.float32, True, True),
+    ],
+    ids=["conv2d", "linear", "addmm"],
+)
+def test_a_weight_changed_in_place_or_replaced_is_packed_again(kernel):
+    torch.manual_seed(0)
+    if isinstance(kernel, Convolution):
+        x, weight, bias = torch.randn(kernel.input), torch.randn(kernel.weight), torch.randn(kernel.weight[0])
+
+        def expected(w):
+            return kernel.on_aten(x, w, bias)
+    else:
+        x, bias = torch.randn(kernel.rows, kernel.inner), torch.randn(kernel.outer)
+        weight = (
+            torch.randn(kernel.inner, kernel.outer) if kernel.transposed else torch.randn(kernel.outer, kernel.inner)
+        )
+
+        def expected(w):
+            return torch.nn.functional.linear(x, w.t() if kernel.transposed else w, bias)
+
+    packed = PackedKernel(kernel, weight)
+    torch.testing.assert_close(packed(x, weight, bias), expected(weight), **TOLERANCE)
+    weight.mul_(2.0)  # as an optimizer step would
+    torch.testing.assert_close(packed(x, weight, bias), expected(weight), **TOLERANCE)
+    other = torch.randn_like(weight)
+    torch.testing.assert_close(packed(x, other, bias), expected(other), **TOLERANCE)
+
+
+def test_a_cpu_plan_plans_its_packed_weights_in_ram_and_its_peaks_equal_the_simulation(packed_always_faster):
+    model, x = example()
+    compiled = tt.compile(model, (x,), config=tt.CompileConfig(max_region_nodes=2), devices="cpu")
+    torch.testing.assert_close(compiled(x), eager_outputs(model, (x,)), **TOLERANCE)
+    held = sum(c.held_bytes for c in compiled._backends.choices)
+    assert held > 0
+    program = compiled._plane.plan.program
+    planned = [b for b in program.buffers if b.label.endswith("packed weights")]
+    assert sum(b.bytes for b in planned) == held
+    assert list(compiled.last_peak_bytes.values()) == simulated_peaks(compiled)
+    assert f"{KERNELS} convolution(s) and product(s) on weights packed once" in compiled.explain()
+
+
+def test_nothing_is_packed_where_weights_stream_or_for_training(packed_always_faster, tmp_path):
+    torch.manual_seed(0)
+    model = nn.Sequential(*(nn.Sequential(nn.Conv2d(64, 64, 3, padding=1), nn.ReLU()) for _ in range(6))).eval()
+    x = torch.randn(1, 64, 8, 8)
+    weights = sum(p.numel() * p.element_size() for p in model.parameters())
+    config = tt.CompileConfig(ram_budget_bytes=weights // 2, spill_dir=str(tmp_path))
+    streamed = tt.compile(copy.deepcopy(model), (x,), config=config)
+    assert streamed._streams
+    assert not any(c.packed_kernels for c in streamed._backends.choices)
+    trained = tt.compile(model, (x,), config=tt.CompileConfig(allow_training=True), devices="cpu")
+    assert not any(c.packed_kernels for c in trained._trainer._backends.choices)
