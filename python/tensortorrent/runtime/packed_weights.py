@@ -84,10 +84,13 @@ def with_packed_weights(
         if found is None:
             continue
         kernel, (x, weight, bias) = found
+        stored = weight_of[weight]
+        if nbytes + stored.numel() * stored.element_size() > room_bytes:
+            continue  # a packed copy is never smaller than the weight: no need to pack it to know
         timing = (conv_kernels if isinstance(kernel, Convolution) else matmul_kernels).packed_timing(kernel)
         if not timing.faster_packed:
             continue
-        packed = PackedKernel(kernel, weight_of[weight])
+        packed = PackedKernel(kernel, stored)
         if nbytes + packed.nbytes <= room_bytes:
             chosen.append((node, packed, (x, weight, bias)))
             nbytes += packed.nbytes
