@@ -91,7 +91,7 @@ std::pair<std::shared_ptr<HostArena>, std::int64_t> CallMemory::locate(std::size
   if (buffer.lifetime == BufferLifetime::Resident) return {resident_[buffer.tier], offset};
   if (!transient_[buffer.tier]) {
     throw Error(ErrorCode::InvalidArgument, "call memory: buffer " + std::to_string(buffer.id) + " ('" + buffer.label +
-                                                "') is transient; only a call's memory holds it");
+                                                "') is transient; only a call's memory holds it, from begin_call until end_call");
   }
   return {transient_[buffer.tier], offset - program_->memory_plan().owned_resident_bytes[buffer.tier]};
 }
@@ -280,6 +280,10 @@ void DataPlane::release_booking(CallMemory& memory) {
   ledger_.release_all(memory.booked_);
   memory.booked_.assign(memory.booked_.size(), 0);
   memory.spill_.assign(memory.spill_.size(), nullptr);
+  // The arenas go back to their pool now (or once the views of them go), not when the last
+  // handle of the call does: a thread that completed its last instruction may hold one a
+  // moment longer, and the next call would then take a second arena.
+  memory.transient_.assign(memory.transient_.size(), nullptr);
 }
 
 void DataPlane::start(const std::shared_ptr<CallMemory>& memory, const ComputeKernel& compute,

@@ -161,8 +161,8 @@ TEST(DataPlaneDeviceCopyTest, TheHostArenasACallUsesAreListedForPinningAndRecurF
   };
   EXPECT_TRUE(inside(arenas[0], first->address(program->buffer_position(trip.weight))));
   EXPECT_TRUE(inside(arenas[1], first->address(program->buffer_position(trip.back))));
-  plane.end_call(first);
-  first.reset();  // its arena goes back to the pool
+  plane.end_call(first);  // its arena goes back to the pool, though `first` is still held
+  EXPECT_EQ(first->host_arenas().size(), 1u);
   auto second = plane.begin_call(1.0);
   EXPECT_EQ(second->host_arenas(), arenas);  // the same arenas: pinned once, they stay pinned
   plane.end_call(second);

@@ -145,7 +145,8 @@ class DataPlane {
 
   // Gives back the call's transient bytes (booked by begin_call) and its spill files (to the
   // pool, once no write or read of them is in flight); the arenas go back to the pool once
-  // every view of them is gone. After a stall, while instructions of the call still run,
+  // every view of them is gone, even while a thread still holds the call's handle, whose
+  // transient buffers then have no address. After a stall, while instructions of the call still run,
   // both stay the call's until the last of them ends: no later call is admitted into
   // memory that one may still write.
   void end_call(const std::shared_ptr<CallMemory>& memory);
