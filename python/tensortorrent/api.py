@@ -37,6 +37,7 @@ from .planning.streaming import UNBOUNDED, Layout
 from .runtime import CompiledModule
 from .runtime.device_kernels import accelerator_regions
 from .runtime.numerics_check import check_numerics
+from .runtime.packed_weights import pack_room_bytes
 from .runtime.program_runner import ProgramRunner
 from .runtime.region_backends import EAGER, INDUCTOR, compile_regions, eager_backends, unless_model_forward_is_faster
 
@@ -216,12 +217,12 @@ class _Build:
         return compiled, placement
 
     def _pack_room_bytes(self, streaming: bool) -> int:
-        """The RAM that packed copies of weights may take (runtime/packed_weights.py):
-        what half the RAM budget leaves beside the weights, in a CPU plan whose weights stay
-        the model's own tensors; none where they stream or may go to a device."""
+        """The RAM that packed copies of weights may take (runtime/packed_weights.py) in a
+        CPU plan whose weights stay the model's own tensors; none where they stream or may
+        go to a device."""
         if streaming or not self.plan_machine.is_cpu_only:
             return 0
-        return max(0, self.budgets.ram.amount // 2 - weight_bytes(self.model))
+        return pack_room_bytes(self.budgets.ram.amount, weight_bytes(self.model))
 
     def _compile_for_accelerators(self, runner, placement, progress) -> None:
         """Each region placed on a GPU gets its kernel there now, under the progress display

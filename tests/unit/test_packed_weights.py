@@ -149,3 +149,18 @@ def test_nothing_is_packed_where_weights_stream_or_for_training(packed_always_fa
     assert not any(c.packed_kernels for c in streamed._backends.choices)
     trained = tt.compile(model, (x,), config=tt.CompileConfig(allow_training=True), devices="cpu")
     assert not any(c.packed_kernels for c in trained._trainer._backends.choices)
+
+
+def test_a_loaded_artifact_packs_weights_read_whole_and_none_it_streams(packed_always_faster, tmp_path):
+    model, x = example()
+    compiled = tt.compile(model, (x,), config=tt.CompileConfig(max_region_nodes=2), devices="cpu")
+    compiled.save(tmp_path / "artifact")
+    expected = eager_outputs(model, (x,))
+    for config in (None, tt.CompileConfig(max_region_nodes=2)):  # the saved plan replayed, then re-planned
+        loaded = tt.load_compiled(tmp_path / "artifact", config=config)
+        torch.testing.assert_close(loaded(x), expected, **TOLERANCE)
+        assert sum(c.packed_kernels for c in loaded._backends.choices) == KERNELS
+        assert list(loaded.last_peak_bytes.values()) == simulated_peaks(loaded)
+    streamed = tt.load_compiled(tmp_path / "artifact", config=tt.CompileConfig(ram_budget_bytes=64 << 20))
+    torch.testing.assert_close(streamed(x), expected, **TOLERANCE)
+    assert not any(c.packed_kernels for c in streamed._backends.choices)

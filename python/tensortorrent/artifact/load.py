@@ -16,8 +16,10 @@ from ..errors import ArtifactError, InvalidArgumentError, TensorTorrentError
 from ..hardware import hardware_fingerprint, resolve_budgets
 from ..partition import parameter_owners, partition, regions_from_names
 from ..planning import build_plan, plan_from_json
+from ..planning.fit import weight_bytes
 from ..planning.weights_on_disk import WeightsOnDisk
 from ..runtime import CompiledModule
+from ..runtime.packed_weights import pack_room_bytes
 from ..runtime.region_backends import RegionChoice, compile_regions
 from .integrity import list_files, read_file, read_integrity
 from .layout import MANIFEST, check_manifest
@@ -76,8 +78,14 @@ def load_compiled(
     regions, plan, origin, replayed = _regions_and_plan(
         manifest, program, config, saved_config, directory, owners if streaming else frozenset()
     )
+    # Weights read whole are the same tensors on every call of this CPU plan: they may be packed.
+    ram_budget_bytes = resolve_budgets(config).ram.amount
     backends = compile_regions(
-        program, regions, config.region_backend, saved=_saved_backends(manifest, len(regions)) if replayed else None
+        program,
+        regions,
+        config.region_backend,
+        saved=_saved_backends(manifest, len(regions)) if replayed else None,
+        pack_room_bytes=0 if streaming else pack_room_bytes(ram_budget_bytes, weight_bytes(model)),
     )
     streamed = None
     if streaming and referenced:
@@ -108,7 +116,7 @@ def load_compiled(
         origin=origin,
         cpu_seconds=_saved_cpu_seconds(manifest, len(regions)) if replayed else None,
         streamed=streamed,
-        ram_budget_bytes=resolve_budgets(config).ram.amount,
+        ram_budget_bytes=ram_budget_bytes,
         region_backends=backends,
     )
 

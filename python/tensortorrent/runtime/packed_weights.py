@@ -67,6 +67,12 @@ class Packed:
     nbytes: int  # their packed copies
 
 
+def pack_room_bytes(ram_budget_bytes: int, weight_bytes: int) -> int:
+    """The RAM packed copies may take in an in-memory CPU plan: what half the RAM budget
+    leaves beside the weights (the rest is for activations and the copies' own churn)."""
+    return max(0, ram_budget_bytes // 2 - weight_bytes)
+
+
 def with_packed_weights(
     module: fx.GraphModule, weights: Mapping[int, torch.Tensor], room_bytes: int
 ) -> tuple[fx.GraphModule, Packed]:
