@@ -62,7 +62,8 @@ def packed_always_faster(monkeypatch):
 
 def graph_and_weights(model: nn.Module, x: torch.Tensor):
     exported = torch.export.export(model, (x,))
-    weights = [exported.state_dict[name] for name in exported.graph_signature.parameters]
+    signature = exported.graph_signature
+    weights = [exported.state_dict[name] for name in (*signature.parameters, *signature.buffers)]
     return exported.graph_module, weights
 
 
@@ -117,12 +118,55 @@ def test_a_weight_changed_in_place_or_replaced_is_packed_again(kernel):
         def expected(w):
             return torch.nn.functional.linear(x, w.t() if kernel.transposed else w, bias)
 
-    packed = PackedKernel(kernel, weight)
-    torch.testing.assert_close(packed(x, weight, bias), expected(weight), **TOLERANCE)
+    packed = PackedKernel(kernel, [weight])
+    torch.testing.assert_close(packed(x, bias, weight), expected(weight), **TOLERANCE)
     weight.mul_(2.0)  # as an optimizer step would
-    torch.testing.assert_close(packed(x, weight, bias), expected(weight), **TOLERANCE)
+    torch.testing.assert_close(packed(x, bias, weight), expected(weight), **TOLERANCE)
     other = torch.randn_like(weight)
-    torch.testing.assert_close(packed(x, other, bias), expected(other), **TOLERANCE)
+    torch.testing.assert_close(packed(x, bias, other), expected(other), **TOLERANCE)
+
+
+class NormalizedConvolutions(nn.Module):
+    """Convolutions each read by a batch norm alone: then a relu, then nothing (a residual
+    add reads it), a norm without affine after a convolution with a bias; and one whose
+    output a second reader needs unnormalized."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.first, self.first_norm = nn.Conv2d(3, 16, 3, padding=1, bias=False), nn.BatchNorm2d(16)
+        self.second, self.second_norm = nn.Conv2d(16, 16, 3, padding=1, bias=False), nn.BatchNorm2d(16)
+        self.third, self.third_norm = nn.Conv2d(16, 16, 1), nn.BatchNorm2d(16, affine=False)
+        self.fourth, self.fourth_norm = nn.Conv2d(16, 16, 1), nn.BatchNorm2d(16)
+        for norm in (self.first_norm, self.second_norm, self.third_norm, self.fourth_norm):
+            norm.running_mean.normal_()
+            norm.running_var.uniform_(0.5, 2.0)
+
+    def forward(self, x):
+        y = torch.relu(self.first_norm(self.first(x)))
+        y = torch.relu(self.second_norm(self.second(y)) + y)
+        y = self.third_norm(self.third(y))
+        z = self.fourth(y)
+        return self.fourth_norm(z) + z
+
+
+def test_a_batch_norm_and_relu_after_a_convolution_are_folded_into_it_and_follow_changes(packed_always_faster):
+    torch.manual_seed(0)
+    model, x = NormalizedConvolutions().eval(), torch.randn(2, 3, 12, 12)
+    module, weights = graph_and_weights(model, x)
+    rewritten, packed = with_packed_weights(module, dict(enumerate(weights)), room_bytes=1 << 30)
+    assert packed.count == 4
+    targets = [n.target for n in rewritten.graph.nodes if n.op == "call_function"]
+    assert targets.count(torch.ops.aten.batch_norm.default) == 1  # the fourth's
+    assert targets.count(torch.ops.aten.relu.default) == 1  # after the residual add
+    kernels = [m.kernel for m in rewritten.modules() if isinstance(m, PackedKernel)]
+    assert [getattr(k, "relu", None) for k in kernels] == [True, False, False, None]
+    compiled = tt.compile(model, (x,), devices="cpu")
+    assert sum(c.packed_kernels for c in compiled._backends.choices) == 4
+    torch.testing.assert_close(compiled(x), eager_outputs(model, (x,)), **TOLERANCE)
+    with torch.no_grad():  # as load_state_dict would: every copy made of them is made again
+        model.first_norm.running_var.mul_(2.0)
+        model.third.bias.add_(1.0)
+    torch.testing.assert_close(compiled(x), eager_outputs(model, (x,)), **TOLERANCE)
 
 
 def test_a_cpu_plan_plans_its_packed_weights_in_ram_and_its_peaks_equal_the_simulation(packed_always_faster):

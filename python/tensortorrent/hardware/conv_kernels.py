@@ -5,9 +5,11 @@ aten's conv2d runs on oneDNN too, but reorders the weight into oneDNN's blocked 
 every call. A weight packed into that layout once (`mkldnn._reorder_convolution_weight`,
 for the input size it will see) skips the reorder: on S1's ResNet-50 (batch 1, 224x224,
 an AMD EPYC, two threads) packing its convolutions took the model from 0.99x eager's
-time to 0.67x. Each distinct convolution is timed both ways once per process, on random
-values of its shape. `torch.backends.mkldnn.enabled = False` leaves every convolution
-to aten.
+time to 0.67x. A convolution whose output an eval-mode batch norm alone reads (and that
+norm's a relu) is one oneDNN kernel on a weight with the norm folded in, the relu its
+post-op (NormalizedConvolution). Each distinct kernel is timed both ways once per
+process, on random values of its shape. `torch.backends.mkldnn.enabled = False` leaves
+every convolution to aten.
 """
 
 from __future__ import annotations
@@ -40,28 +42,76 @@ class Convolution:
             weight, list(self.padding), list(self.stride), list(self.dilation), self.groups, list(self.input)
         )
 
-    def on_packed(self, x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-        """The convolution of `x` with a weight `pack` made."""
+    def on_packed(
+        self, x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | None, activation: str = "none"
+    ) -> torch.Tensor:
+        """The convolution of `x` with a weight `pack` made, then `activation` ("none" or
+        "relu": oneDNN applies it to each value as it is written)."""
         return torch.ops.mkldnn._convolution_pointwise(
-            x, packed, bias, list(self.padding), list(self.stride), list(self.dilation), self.groups, "none", [], ""
+            x, packed, bias, list(self.padding), list(self.stride), list(self.dilation), self.groups, activation, [], ""
         )
 
     def on_aten(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
         return torch.conv2d(x, weight, bias, self.stride, self.padding, self.dilation, self.groups)
 
 
-def packed_timing(c: Convolution) -> PackedTiming:
-    """aten's convolution against the packed weight's, here."""
-    if not onednn_available() or c.dtype not in DTYPES:
+@dataclass(frozen=True)
+class NormalizedConvolution:
+    """A convolution, the eval-mode batch norm of its output and, where `relu`, a relu of
+    that: one oneDNN convolution on the weight and bias with the norm folded in
+    (y = (conv(x, w) + b - mean) * scale / sqrt(var + eps) + shift is conv(x, w * s) + b'),
+    the relu as its post-op. Saves the two passes over the output that eager makes."""
+
+    convolution: Convolution
+    eps: float
+    relu: bool
+
+    def pack(self, weight, bias, scale, shift, mean, var) -> tuple[torch.Tensor, torch.Tensor]:
+        """(the folded weight packed, the folded bias), folded in float32 whatever the
+        dtype; `bias`, `scale` and `shift` may be None (no bias, a norm without affine)."""
+        dtype = weight.dtype
+        factor = torch.rsqrt(var.float() + self.eps)
+        if scale is not None:
+            factor = factor * scale.float()
+        folded_bias = -mean.float() * factor
+        if bias is not None:
+            folded_bias = folded_bias + bias.float() * factor
+        if shift is not None:
+            folded_bias = folded_bias + shift.float()
+        folded_weight = (weight.float() * factor.reshape(-1, 1, 1, 1)).to(dtype)
+        return self.convolution.pack(folded_weight), folded_bias.to(dtype)
+
+    def on_packed(self, x: torch.Tensor, packed: tuple[torch.Tensor, torch.Tensor], bias: None) -> torch.Tensor:
+        weight, folded_bias = packed
+        return self.convolution.on_packed(x, weight, folded_bias, "relu" if self.relu else "none")
+
+
+def packed_timing(c: Convolution | NormalizedConvolution) -> PackedTiming:
+    """aten's convolution (and norm and relu) against the packed weight's, here."""
+    convolution = c.convolution if isinstance(c, NormalizedConvolution) else c
+    if not onednn_available() or convolution.dtype not in DTYPES:
         return PackedTiming(0.0, None)
     return _timed(c)
 
 
 @functools.cache
-def _timed(c: Convolution) -> PackedTiming:
-    x = torch.randn(c.input, dtype=c.dtype)
-    weight = torch.randn(c.weight, dtype=c.dtype)
-    bias = torch.randn(c.weight[0], dtype=c.dtype) if c.bias else None
+def _timed(c: Convolution | NormalizedConvolution) -> PackedTiming:
+    convolution = c.convolution if isinstance(c, NormalizedConvolution) else c
+    dtype, channels = convolution.dtype, convolution.weight[0]
+    x = torch.randn(convolution.input, dtype=dtype)
+    weight = torch.randn(convolution.weight, dtype=dtype)
+    bias = torch.randn(channels, dtype=dtype) if convolution.bias else None
+    if isinstance(c, Convolution):
+        return time_packing(
+            c, lambda: c.on_aten(x, weight, bias), lambda: c.pack(weight), lambda p: c.on_packed(x, p, bias)
+        )
+    scale, shift, mean = (torch.randn(channels, dtype=dtype) for _ in range(3))
+    var = torch.rand(channels, dtype=dtype) + 0.5
+
+    def on_aten():
+        y = torch.batch_norm(convolution.on_aten(x, weight, bias), scale, shift, mean, var, False, 0.0, c.eps, True)
+        return torch.relu(y) if c.relu else y
+
     return time_packing(
-        c, lambda: c.on_aten(x, weight, bias), lambda: c.pack(weight), lambda p: c.on_packed(x, p, bias)
+        c, on_aten, lambda: c.pack(weight, bias, scale, shift, mean, var), lambda p: c.on_packed(x, p, None)
     )

@@ -5,8 +5,9 @@ blocked layout on every call. In a region of an in-memory plan, whose weights ar
 model's own tensors on every call, each aten.conv2d and each linear, addmm or mm of
 static shape whose weight is one of those tensors becomes a call of a PackedKernel where
 the packed weight computed it faster on this host (hardware/conv_kernels.py,
-hardware/matmul_kernels.py). The module packs the weight when the region is built, keeps
-the copy from one call to the next and packs again where the weight it is given is
+hardware/matmul_kernels.py); the eval-mode batch norm (and relu) that alone reads a
+convolution is folded into its copy. The module packs the copy when the region is built,
+keeps it from one call to the next and packs again where a tensor it is made of is
 another tensor, or was changed in place (its version counter moved), so it never
 computes with a stale copy. The copies cost memory for the program's life: the caller
 gives the room they may take, and the lowering plans their bytes as a resident buffer in
@@ -17,6 +18,7 @@ oneDNN's ops have no gradient.
 
 from __future__ import annotations
 
+import operator
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -25,7 +27,7 @@ import torch
 from torch import fx, nn
 
 from ..hardware import conv_kernels, matmul_kernels
-from ..hardware.conv_kernels import Convolution
+from ..hardware.conv_kernels import Convolution, NormalizedConvolution
 from ..hardware.matmul_kernels import Product
 from .onednn_linear import operands, product, static_cpu_tensor
 
@@ -33,30 +35,52 @@ aten = torch.ops.aten
 
 
 class PackedKernel(nn.Module):
-    """One convolution or product computed from a packed copy of its weight, kept across calls."""
+    """One convolution or product computed from a packed copy of its weight (with a batch
+    norm folded in, for a NormalizedConvolution), kept across calls."""
 
-    def __init__(self, kernel: Convolution | Product, weight: torch.Tensor) -> None:
+    def __init__(self, kernel: Convolution | NormalizedConvolution | Product, sources: Sequence) -> None:
         super().__init__()
         self.kernel = kernel
-        self._state = self._packed(weight)  # (weight, its version, packed copy)
+        self._state = self._packed(tuple(sources))  # (sources, their versions, the packed copy)
         self._packing = threading.Lock()  # concurrent calls pack once
 
     @property
     def nbytes(self) -> int:
-        return int(torch.ops.mkldnn._nbytes(self._state[2]))
+        packed = self._state[2]
+        return sum(_nbytes(t) for t in (packed if isinstance(packed, tuple) else (packed,)))
 
-    def _packed(self, weight: torch.Tensor) -> tuple[torch.Tensor, int, torch.Tensor]:
+    def _packed(self, sources: tuple) -> tuple:
         with torch.no_grad():
-            return weight, weight._version, self.kernel.pack(weight.detach())
+            packed = self.kernel.pack(*(t.detach() if t is not None else None for t in sources))
+        return sources, _versions(sources), packed
 
-    def forward(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, bias: torch.Tensor | None, *sources: torch.Tensor | None) -> torch.Tensor:
+        """`bias`: where the kernel adds one not folded into the copy; `sources`: the model's
+        tensors the copy is made of (the weight first)."""
         state = self._state
-        if state[0] is not weight or state[1] != weight._version:
+        if _stale(state, sources):
             with self._packing:
                 state = self._state
-                if state[0] is not weight or state[1] != weight._version:
-                    state = self._state = self._packed(weight)
+                if _stale(state, sources):
+                    state = self._state = self._packed(sources)
         return self.kernel.on_packed(x, state[2], bias)
+
+
+def _versions(sources: tuple) -> tuple:
+    return tuple(t._version if t is not None else None for t in sources)
+
+
+def _stale(state: tuple, sources: tuple) -> bool:
+    """Whether the copy in `state` was made of other tensors than `sources`, or of these
+    before one was changed in place (its version counter moved)."""
+    kept, versions, _ = state
+    return any(a is not b for a, b in zip(kept, sources, strict=True)) or versions != _versions(sources)
+
+
+def _nbytes(tensor: torch.Tensor) -> int:
+    if tensor.is_mkldnn:
+        return int(torch.ops.mkldnn._nbytes(tensor))
+    return tensor.numel() * tensor.element_size()
 
 
 @dataclass(frozen=True)
@@ -73,32 +97,44 @@ def pack_room_bytes(ram_budget_bytes: int, weight_bytes: int) -> int:
     return max(0, ram_budget_bytes // 2 - weight_bytes)
 
 
+@dataclass(frozen=True)
+class _Match:
+    """A kernel found in a region's graph: what computes it from a packed copy, and its nodes."""
+
+    kernel: Convolution | NormalizedConvolution | Product
+    x: fx.Node
+    bias: fx.Node | None  # added per call; None where there is none or it is folded into the copy
+    sources: tuple[fx.Node | None, ...]  # the model's tensors the copy is made of, the weight first
+    chain: tuple[fx.Node, ...]  # the nodes it replaces, the last one's value what it computes
+
+
 def with_packed_weights(
     module: fx.GraphModule, weights: Mapping[int, torch.Tensor], room_bytes: int
 ) -> tuple[fx.GraphModule, Packed]:
     """A copy of the region's aten `module` with each convolution and product that ran
-    faster on a packed weight rewritten to one, in graph order while their copies fit
-    `room_bytes`; `weights`: the module's inputs that are the model's own tensors, by
-    position. `module` itself where nothing is rewritten."""
+    faster on a packed weight rewritten to one (with the batch norm and relu that follow a
+    convolution folded into it), in graph order while their copies fit `room_bytes`;
+    `weights`: the module's inputs that are the model's own tensors, by position.
+    `module` itself where nothing is rewritten."""
     if room_bytes <= 0:
         return module, Packed(0, 0)
     placeholders = [node for node in module.graph.nodes if node.op == "placeholder"]
     weight_of = {node: weights[position] for position, node in enumerate(placeholders) if position in weights}
     chosen, nbytes = [], 0
     for node in module.graph.nodes:
-        found = _packable(node, weight_of)
-        if found is None:
+        match = _packable(node, weight_of)
+        if match is None:
             continue
-        kernel, (x, weight, bias) = found
-        stored = weight_of[weight]
+        stored = weight_of[match.sources[0]]
         if nbytes + stored.numel() * stored.element_size() > room_bytes:
             continue  # a packed copy is never smaller than the weight: no need to pack it to know
-        timing = (conv_kernels if isinstance(kernel, Convolution) else matmul_kernels).packed_timing(kernel)
+        kernels = matmul_kernels if isinstance(match.kernel, Product) else conv_kernels
+        timing = kernels.packed_timing(match.kernel)
         if not timing.faster_packed:
             continue
-        packed = PackedKernel(kernel, stored)
+        packed = PackedKernel(match.kernel, [weight_of[s] if s is not None else None for s in match.sources])
         if nbytes + packed.nbytes <= room_bytes:
-            chosen.append((node, packed, (x, weight, bias)))
+            chosen.append((match, packed))
             nbytes += packed.nbytes
     if not chosen:
         return module, Packed(0, 0)
@@ -106,31 +142,82 @@ def with_packed_weights(
     copies: dict[fx.Node, fx.Node] = {}
     graph.output(graph.graph_copy(module.graph, copies))
     rewritten = fx.GraphModule(module, graph, class_name=type(module).__name__)
-    for index, (node, packed, args) in enumerate(chosen):
+    copied = lambda node: copies[node] if node is not None else None  # noqa: E731
+    for index, (match, packed) in enumerate(chosen):
         name = f"packed_{index}"
         rewritten.add_submodule(name, packed)
-        with graph.inserting_before(copies[node]):
-            call = graph.call_module(name, tuple(copies[a] if a is not None else None for a in args))
-        call.meta = dict(node.meta)
-        copies[node].replace_all_uses_with(call)
-        graph.erase_node(copies[node])
-        copies[node] = call  # what later kernels read of it
+        last = copies[match.chain[-1]]
+        with graph.inserting_before(last):
+            call = graph.call_module(name, (copies[match.x], copied(match.bias), *map(copied, match.sources)))
+        call.meta = dict(last.meta)
+        last.replace_all_uses_with(call)
+        for node in reversed(match.chain):  # each one's only user goes first
+            graph.erase_node(copies[node])
+            copies[node] = call  # what later kernels read of it
     rewritten.recompile()
     return rewritten, Packed(len(chosen), nbytes)
 
 
-def _packable(node: fx.Node, weight_of: Mapping[fx.Node, torch.Tensor]):
-    """(the kernel, its (input, weight, bias) nodes) where `node` is a convolution or a
-    product whose weight is one of the model's tensors; None otherwise."""
+def _packable(node: fx.Node, weight_of: Mapping[fx.Node, torch.Tensor]) -> _Match | None:
+    """The kernel at `node` where it is a convolution or a product whose weight is one of
+    the model's tensors; None otherwise."""
     convolution = _convolution(node)
     if convolution is not None:
         x, weight, bias = _conv_args(node.args)[:3]
-        return (convolution, (x, weight, bias)) if weight in weight_of else None
+        if weight not in weight_of:
+            return None
+        return _normalized(node, convolution, bias, weight_of) or _Match(convolution, x, bias, (weight,), (node,))
     p = product(node)
     if p is None:
         return None
     x, weight, bias, _ = operands(node)
-    return (p, (x, weight, bias)) if weight in weight_of else None
+    return _Match(p, x, bias, (weight,), (node,)) if weight in weight_of else None
+
+
+def _normalized(
+    node: fx.Node, convolution: Convolution, bias: fx.Node | None, weight_of: Mapping[fx.Node, torch.Tensor]
+) -> _Match | None:
+    """The convolution at `node` with the eval-mode batch norm that alone reads it (and the
+    relu that alone reads the norm, if one does), where the norm's tensors and the
+    convolution's bias are the model's own; None otherwise."""
+    norm = _only_user(node)
+    found = _batch_norm(norm, node) if norm is not None else None
+    if found is None:
+        return None
+    normalized, (scale, shift, mean, var, eps) = found
+    if any(t is not None and t not in weight_of for t in (bias, scale, shift, mean, var)):
+        return None
+    relu = _only_user(normalized)
+    relu = relu if relu is not None and relu.op == "call_function" and relu.target == aten.relu.default else None
+    x, weight = _conv_args(node.args)[:2]
+    return _Match(
+        NormalizedConvolution(convolution, float(eps), relu is not None),
+        x,
+        None,
+        (weight, bias, scale, shift, mean, var),
+        tuple(dict.fromkeys((node, norm, normalized, *((relu,) if relu is not None else ())))),
+    )
+
+
+def _batch_norm(norm: fx.Node, x: fx.Node) -> tuple[fx.Node, tuple] | None:
+    """Where `norm` is an eval-mode batch norm of `x` whose normalized values nothing else
+    of it is read beside: (their node, (scale, shift, mean, var, eps)); None otherwise.
+    Export gives aten.batch_norm, its decompositions an op whose first output holds them."""
+    if norm.op != "call_function" or norm.kwargs or norm.args[0] is not x:
+        return None
+    if norm.target == aten.batch_norm.default:
+        _, scale, shift, mean, var, training, _, eps = norm.args[:8]
+        return None if training else (norm, (scale, shift, mean, var, eps))
+    if norm.target == aten._native_batch_norm_legit_no_training.default:
+        _, scale, shift, mean, var, _, eps = norm.args
+        first = _only_user(norm)
+        alone = first is not None and first.target is operator.getitem and first.args[1] == 0
+        return (first, (scale, shift, mean, var, eps)) if alone else None
+    return None
+
+
+def _only_user(node: fx.Node) -> fx.Node | None:
+    return next(iter(node.users)) if len(node.users) == 1 else None
 
 
 def _convolution(node: fx.Node) -> Convolution | None:
