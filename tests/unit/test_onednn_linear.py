@@ -12,6 +12,7 @@ import tensortorrent as tt
 from conftest import eager_outputs
 from tensortorrent.hardware import matmul_kernels
 from tensortorrent.hardware.matmul_kernels import LINEAR, Product
+from tensortorrent.hardware.packed_kernels import PackedTiming
 from tensortorrent.runtime import onednn_linear
 from tensortorrent.runtime.onednn_linear import on_onednn, product
 
@@ -50,7 +51,9 @@ def call(module: torch.fx.GraphModule, weights: list, *args):
 
 @pytest.fixture
 def onednn_always_faster(monkeypatch):
+    """Every product faster on oneDNN, none on a packed weight (tests/unit/test_packed_weights.py)."""
     monkeypatch.setattr(onednn_linear, "faster_on_onednn", lambda p: True)
+    monkeypatch.setattr(matmul_kernels, "packed_timing", lambda p: PackedTiming(1.0, None))
 
 
 def targets(module: torch.fx.GraphModule) -> list:

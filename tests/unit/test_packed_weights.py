@@ -7,6 +7,7 @@ tensors on every call."""
 from __future__ import annotations
 
 import copy
+import math
 from dataclasses import replace
 
 import pytest
@@ -17,6 +18,7 @@ from torch import nn
 import tensortorrent as tt
 from conftest import eager_outputs
 from tensortorrent.hardware import conv_kernels, matmul_kernels
+from tensortorrent.hardware.activations import GELU_TANH, RELU, SILU
 from tensortorrent.hardware.conv_kernels import Convolution
 from tensortorrent.hardware.matmul_kernels import Product
 from tensortorrent.runtime.packed_weights import Packed, PackedKernel, with_packed_weights
@@ -159,7 +161,7 @@ def test_a_batch_norm_and_relu_after_a_convolution_are_folded_into_it_and_follow
     assert targets.count(torch.ops.aten.batch_norm.default) == 1  # the fourth's
     assert targets.count(torch.ops.aten.relu.default) == 1  # after the residual add
     kernels = [m.kernel for m in rewritten.modules() if isinstance(m, PackedKernel)]
-    assert [getattr(k, "relu", None) for k in kernels] == [True, False, False, None]
+    assert [getattr(k, "activation", "plain") for k in kernels] == [RELU, None, None, "plain"]
     compiled = tt.compile(model, (x,), devices="cpu")
     assert sum(c.packed_kernels for c in compiled._backends.choices) == 4
     torch.testing.assert_close(compiled(x), eager_outputs(model, (x,)), **TOLERANCE)
@@ -208,3 +210,31 @@ def test_a_loaded_artifact_packs_weights_read_whole_and_none_it_streams(packed_a
     streamed = tt.load_compiled(tmp_path / "artifact", config=tt.CompileConfig(ram_budget_bytes=64 << 20))
     torch.testing.assert_close(streamed(x), expected, **TOLERANCE)
     assert not any(c.packed_kernels for c in streamed._backends.choices)
+
+
+class ActivatedProducts(nn.Module):
+    """GPT-2's MLP (Conv1D: addmm on a weight stored (in, out), a view, its GELU op by op)
+    and Llama's (silu of the gate times the up projection)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc, self.fc_bias = nn.Parameter(torch.randn(16, 32) / 4), nn.Parameter(torch.randn(32))
+        self.gate, self.up, self.down = nn.Linear(32, 24, bias=False), nn.Linear(32, 24), nn.Linear(24, 16)
+
+    def forward(self, x):
+        h = torch.addmm(self.fc_bias, x.view(-1, 16), self.fc).view(*x.shape[:-1], 32)
+        h = 0.5 * h * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (h + 0.044715 * torch.pow(h, 3.0))))
+        return self.down(nn.functional.silu(self.gate(h)) * self.up(h))
+
+
+def test_the_activation_after_a_product_becomes_its_post_op(packed_always_faster):
+    torch.manual_seed(0)
+    model, x = ActivatedProducts().eval(), torch.randn(2, 5, 16)
+    module, weights = graph_and_weights(model, x)
+    rewritten, packed = with_packed_weights(module, dict(enumerate(weights)), room_bytes=1 << 30)
+    kernels = [m.kernel for m in rewritten.modules() if isinstance(m, PackedKernel)]
+    assert [getattr(k, "activation", None) for k in kernels] == [GELU_TANH, SILU, None, None]
+    assert not any(n.target == torch.ops.aten.tanh.default for n in rewritten.graph.nodes)
+    torch.testing.assert_close(rewritten(*weights, x)[0], eager_outputs(model, (x,)), **TOLERANCE)
+    compiled = tt.compile(model, (x,), devices="cpu")
+    torch.testing.assert_close(compiled(x), eager_outputs(model, (x,)), **TOLERANCE)

@@ -6,8 +6,8 @@ every call. A weight packed into that layout once (`mkldnn._reorder_convolution_
 for the input size it will see) skips the reorder: on S1's ResNet-50 (batch 1, 224x224,
 an AMD EPYC, two threads) packing its convolutions took the model from 0.99x eager's
 time to 0.67x. A convolution whose output an eval-mode batch norm alone reads (and that
-norm's a relu) is one oneDNN kernel on a weight with the norm folded in, the relu its
-post-op (NormalizedConvolution). Each distinct kernel is timed both ways once per
+norm's an activation) is one oneDNN kernel on a weight with the norm folded in, the
+activation its post-op (NormalizedConvolution). Each distinct kernel is timed both ways once per
 process, on random values of its shape. `torch.backends.mkldnn.enabled = False` leaves
 every convolution to aten.
 """
@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
+from .activations import Activation
 from .matmul_kernels import DTYPES, onednn_available
 from .packed_kernels import PackedTiming, time_packing
 
@@ -43,13 +44,13 @@ class Convolution:
         )
 
     def on_packed(
-        self, x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | None, activation: str = "none"
+        self, x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | None, activation: Activation | None = None
     ) -> torch.Tensor:
-        """The convolution of `x` with a weight `pack` made, then `activation` ("none" or
-        "relu": oneDNN applies it to each value as it is written)."""
-        return torch.ops.mkldnn._convolution_pointwise(
-            x, packed, bias, list(self.padding), list(self.stride), list(self.dilation), self.groups, activation, [], ""
-        )
+        """The convolution of `x` with a weight `pack` made, then `activation` (oneDNN's
+        post-op, applied to each value as it is written)."""
+        attr, algorithm = (activation.attr, activation.algorithm) if activation is not None else ("none", "")
+        args = (list(self.padding), list(self.stride), list(self.dilation), self.groups)
+        return torch.ops.mkldnn._convolution_pointwise(x, packed, bias, *args, attr, [], algorithm)
 
     def on_aten(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
         return torch.conv2d(x, weight, bias, self.stride, self.padding, self.dilation, self.groups)
@@ -57,14 +58,14 @@ class Convolution:
 
 @dataclass(frozen=True)
 class NormalizedConvolution:
-    """A convolution, the eval-mode batch norm of its output and, where `relu`, a relu of
+    """A convolution, the eval-mode batch norm of its output and maybe an activation of
     that: one oneDNN convolution on the weight and bias with the norm folded in
     (y = (conv(x, w) + b - mean) * scale / sqrt(var + eps) + shift is conv(x, w * s) + b'),
-    the relu as its post-op. Saves the two passes over the output that eager makes."""
+    the activation as its post-op. Saves the passes over the output that eager makes."""
 
     convolution: Convolution
     eps: float
-    relu: bool
+    activation: Activation | None
 
     def pack(self, weight, bias, scale, shift, mean, var) -> tuple[torch.Tensor, torch.Tensor]:
         """(the folded weight packed, the folded bias), folded in float32 whatever the
@@ -83,7 +84,7 @@ class NormalizedConvolution:
 
     def on_packed(self, x: torch.Tensor, packed: tuple[torch.Tensor, torch.Tensor], bias: None) -> torch.Tensor:
         weight, folded_bias = packed
-        return self.convolution.on_packed(x, weight, folded_bias, "relu" if self.relu else "none")
+        return self.convolution.on_packed(x, weight, folded_bias, self.activation)
 
 
 def packed_timing(c: Convolution | NormalizedConvolution) -> PackedTiming:
@@ -110,7 +111,7 @@ def _timed(c: Convolution | NormalizedConvolution) -> PackedTiming:
 
     def on_aten():
         y = torch.batch_norm(convolution.on_aten(x, weight, bias), scale, shift, mean, var, False, 0.0, c.eps, True)
-        return torch.relu(y) if c.relu else y
+        return c.activation.on_aten(y) if c.activation is not None else y
 
     return time_packing(
         c, on_aten, lambda: c.pack(weight, bias, scale, shift, mean, var), lambda p: c.on_packed(x, p, None)

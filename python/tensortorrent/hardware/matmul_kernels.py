@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import torch
 
+from .activations import Activation
 from .packed_kernels import PackedTiming, time_packing
 from .side_by_side import time_side_by_side
 
@@ -74,9 +75,33 @@ class Product:
         (an opaque tensor of its own; runtime/packed_weights.py)."""
         return torch.ops.mkldnn._reorder_linear_weight(stored.t() if self.transposed else stored, self.rows)
 
+    def on_packed(
+        self, x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | None, activation: Activation | None = None
+    ) -> torch.Tensor:
+        """The product of `x` with a weight `pack` made (+ bias), then `activation` (oneDNN's
+        post-op, applied to each value as it is written)."""
+        if activation is None:
+            return torch.ops.mkldnn._linear_pointwise(x.contiguous(), packed, bias, "none", [None], "")
+        return torch.ops.mkldnn._linear_pointwise(
+            x.contiguous(), packed, bias, activation.attr, [], activation.algorithm
+        )
+
+
+@dataclass(frozen=True)
+class ActivatedProduct:
+    """A product and the activation of its output (seen through a view of `shape`, where
+    the model reshapes it first): one oneDNN product with the activation as its post-op."""
+
+    product: Product
+    activation: Activation
+    shape: tuple[int, ...] | None
+
+    def pack(self, stored: torch.Tensor) -> torch.Tensor:
+        return self.product.pack(stored)
+
     def on_packed(self, x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-        """The product of `x` with a weight `pack` made (+ bias)."""
-        return torch.ops.mkldnn._linear_pointwise(x.contiguous(), packed, bias, "none", [None], "")
+        y = self.product.on_packed(x, packed, bias, self.activation)
+        return y.view(self.shape) if self.shape is not None else y
 
 
 def onednn_available() -> bool:
@@ -125,16 +150,19 @@ def product_seconds(p: Product) -> tuple[float, float | None]:
     return aten_s, onednn_s
 
 
-def packed_timing(p: Product) -> PackedTiming:
-    """The faster of aten and oneDNN on the weight as stored, against oneDNN on a packed
-    weight, here (timed on the part of `p` that product_seconds times)."""
+def packed_timing(p: Product | ActivatedProduct) -> PackedTiming:
+    """The faster of aten and oneDNN on the weight as stored (then aten's activation),
+    against oneDNN on a packed weight (the activation its post-op), here (timed on the
+    part of the product that product_seconds times)."""
     if not onednn_available():
         return PackedTiming(0.0, None)
     return _timed_packed(p)
 
 
 @functools.cache
-def _timed_packed(p: Product) -> PackedTiming:
+def _timed_packed(p: Product | ActivatedProduct) -> PackedTiming:
+    activation = p.activation if isinstance(p, ActivatedProduct) else None
+    p = p.product if isinstance(p, ActivatedProduct) else p
     t = _timed(p)
     x = torch.randn(t.rows, t.inner, dtype=t.dtype)
     bias = torch.randn(t.outer, dtype=t.dtype) if t.bias else None
@@ -142,11 +170,14 @@ def _timed_packed(p: Product) -> PackedTiming:
         torch.randn(t.inner, t.outer, dtype=t.dtype) if t.transposed else torch.randn(t.outer, t.inner, dtype=t.dtype)
     )
     weight = stored.t() if t.transposed else stored  # (outer, inner), as LINEAR takes it
-    if faster_on_onednn(p):
-        unpacked = lambda: LINEAR(x, weight, bias)  # noqa: E731
+    product = LINEAR if faster_on_onednn(p) else torch.nn.functional.linear
+    if activation is None:
+        unpacked = lambda: product(x, weight, bias)  # noqa: E731
     else:
-        unpacked = lambda: torch.nn.functional.linear(x, weight, bias)  # noqa: E731
-    return time_packing(p, unpacked, lambda: t.pack(stored), lambda packed: t.on_packed(x, packed, bias))
+        unpacked = lambda: activation.on_aten(product(x, weight, bias))  # noqa: E731
+    return time_packing(
+        (p, activation), unpacked, lambda: t.pack(stored), lambda packed: t.on_packed(x, packed, bias, activation)
+    )
 
 
 def _timed(p: Product) -> Product:

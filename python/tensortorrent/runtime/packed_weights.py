@@ -5,13 +5,15 @@ blocked layout on every call. In a region of an in-memory plan, whose weights ar
 model's own tensors on every call, each aten.conv2d and each linear, addmm or mm of
 static shape whose weight is one of those tensors becomes a call of a PackedKernel where
 the packed weight computed it faster on this host (hardware/conv_kernels.py,
-hardware/matmul_kernels.py); the eval-mode batch norm (and relu) that alone reads a
-convolution is folded into its copy. The module packs the copy when the region is built,
-keeps it from one call to the next and packs again where a tensor it is made of is
-another tensor, or was changed in place (its version counter moved), so it never
-computes with a stale copy. The copies cost memory for the program's life: the caller
-gives the room they may take, and the lowering plans their bytes as a resident buffer in
-RAM (planning/lowering.py), so budgets and simulated peaks count them. Only the eager
+hardware/matmul_kernels.py); the eval-mode batch norm that alone reads a convolution
+is folded into its copy, and the activation computed of a product's or a normalized
+convolution's output alone becomes the kernel's post-op (runtime/activation_chains.py).
+The module packs the copy when the region is built, keeps it from one call to the next
+and packs again where a tensor it is made of is another tensor, or was changed in place
+(its version counter moved), so it never computes with a stale copy. The copies cost
+memory for the program's life: the caller gives the room they may take, and the
+lowering plans their bytes as a resident buffer in RAM (planning/lowering.py), so
+budgets and simulated peaks count them. Only the eager
 graph of an inference region is rewritten: inductor compiles the graph as captured, and
 oneDNN's ops have no gradient.
 """
@@ -28,17 +30,20 @@ from torch import fx, nn
 
 from ..hardware import conv_kernels, matmul_kernels
 from ..hardware.conv_kernels import Convolution, NormalizedConvolution
-from ..hardware.matmul_kernels import Product
+from ..hardware.matmul_kernels import ActivatedProduct, Product
+from .activation_chains import activation_after
 from .onednn_linear import operands, product, static_cpu_tensor
 
 aten = torch.ops.aten
+Kernel = Convolution | NormalizedConvolution | Product | ActivatedProduct
+VIEWS = (aten.view.default, aten.reshape.default, aten._unsafe_view.default)
 
 
 class PackedKernel(nn.Module):
     """One convolution or product computed from a packed copy of its weight (with a batch
     norm folded in, for a NormalizedConvolution), kept across calls."""
 
-    def __init__(self, kernel: Convolution | NormalizedConvolution | Product, sources: Sequence) -> None:
+    def __init__(self, kernel: Kernel, sources: Sequence) -> None:
         super().__init__()
         self.kernel = kernel
         self._state = self._packed(tuple(sources))  # (sources, their versions, the packed copy)
@@ -101,7 +106,7 @@ def pack_room_bytes(ram_budget_bytes: int, weight_bytes: int) -> int:
 class _Match:
     """A kernel found in a region's graph: what computes it from a packed copy, and its nodes."""
 
-    kernel: Convolution | NormalizedConvolution | Product
+    kernel: Kernel
     x: fx.Node
     bias: fx.Node | None  # added per call; None where there is none or it is folded into the copy
     sources: tuple[fx.Node | None, ...]  # the model's tensors the copy is made of, the weight first
@@ -112,9 +117,9 @@ def with_packed_weights(
     module: fx.GraphModule, weights: Mapping[int, torch.Tensor], room_bytes: int
 ) -> tuple[fx.GraphModule, Packed]:
     """A copy of the region's aten `module` with each convolution and product that ran
-    faster on a packed weight rewritten to one (with the batch norm and relu that follow a
-    convolution folded into it), in graph order while their copies fit `room_bytes`;
-    `weights`: the module's inputs that are the model's own tensors, by position.
+    faster on a packed weight rewritten to one (with the batch norm that follows a
+    convolution and the activation that follows either folded into it), in graph order
+    while their copies fit `room_bytes`; `weights`: the module's inputs that are the model's own tensors, by position.
     `module` itself where nothing is rewritten."""
     if room_bytes <= 0:
         return module, Packed(0, 0)
@@ -128,7 +133,7 @@ def with_packed_weights(
         stored = weight_of[match.sources[0]]
         if nbytes + stored.numel() * stored.element_size() > room_bytes:
             continue  # a packed copy is never smaller than the weight: no need to pack it to know
-        kernels = matmul_kernels if isinstance(match.kernel, Product) else conv_kernels
+        kernels = matmul_kernels if isinstance(match.kernel, (Product, ActivatedProduct)) else conv_kernels
         timing = kernels.packed_timing(match.kernel)
         if not timing.faster_packed:
             continue
@@ -171,14 +176,37 @@ def _packable(node: fx.Node, weight_of: Mapping[fx.Node, torch.Tensor]) -> _Matc
     if p is None:
         return None
     x, weight, bias, _ = operands(node)
-    return _Match(p, x, bias, (weight,), (node,)) if weight in weight_of else None
+    if weight not in weight_of:
+        return None
+    return _activated(node, p, x, bias, weight) or _Match(p, x, bias, (weight,), (node,))
+
+
+def _activated(node: fx.Node, p: Product, x: fx.Node, bias: fx.Node | None, weight: fx.Node) -> _Match | None:
+    """The product at `node` with the activation computed of it alone (seen through a view,
+    as GPT-2's Conv1D reshapes its output first), if one is."""
+    view = _only_user(node)
+    shape = _static_view(view) if view is not None else None
+    found = activation_after(view if shape is not None else node)
+    if found is None:
+        return None
+    activation, chain = found
+    nodes = (node, view, *chain) if shape is not None else (node, *chain)
+    return _Match(ActivatedProduct(p, activation, shape), x, bias, (weight,), nodes)
+
+
+def _static_view(node: fx.Node) -> tuple[int, ...] | None:
+    """The shape a view or reshape of static ints at `node` gives; None for any other node."""
+    if node.op != "call_function" or node.target not in VIEWS or node.kwargs or len(node.args) != 2:
+        return None
+    shape = node.args[1]
+    return tuple(shape) if isinstance(shape, (list, tuple)) and all(type(d) is int for d in shape) else None
 
 
 def _normalized(
     node: fx.Node, convolution: Convolution, bias: fx.Node | None, weight_of: Mapping[fx.Node, torch.Tensor]
 ) -> _Match | None:
     """The convolution at `node` with the eval-mode batch norm that alone reads it (and the
-    relu that alone reads the norm, if one does), where the norm's tensors and the
+    activation computed of the norm alone, if one is), where the norm's tensors and the
     convolution's bias are the model's own; None otherwise."""
     norm = _only_user(node)
     found = _batch_norm(norm, node) if norm is not None else None
@@ -187,15 +215,15 @@ def _normalized(
     normalized, (scale, shift, mean, var, eps) = found
     if any(t is not None and t not in weight_of for t in (bias, scale, shift, mean, var)):
         return None
-    relu = _only_user(normalized)
-    relu = relu if relu is not None and relu.op == "call_function" and relu.target == aten.relu.default else None
+    found = activation_after(normalized)
+    activation, after = found if found is not None else (None, ())
     x, weight = _conv_args(node.args)[:2]
     return _Match(
-        NormalizedConvolution(convolution, float(eps), relu is not None),
+        NormalizedConvolution(convolution, float(eps), activation),
         x,
         None,
         (weight, bias, scale, shift, mean, var),
-        tuple(dict.fromkeys((node, norm, normalized, *((relu,) if relu is not None else ())))),
+        tuple(dict.fromkeys((node, norm, normalized, *after))),
     )
 
 
