@@ -153,7 +153,7 @@ class ProgramRunner:
         """A call run inline: a fresh environment holding the bound tensors and inputs."""
         env = self.call_values(flat_inputs, grad)
         env.extend([None] * (self.slot_count - len(env)))
-        return InlineCall(self, env)
+        return InlineCall(self, env, grad)
 
     def region_inputs(self, flat_inputs: list[Any]) -> Iterator[list[Any]]:
         """Each region's input values in a call on `flat_inputs`, in region order; the
@@ -176,16 +176,21 @@ class InlineCall:
     """One call whose regions run in order on the calling thread (the direct path and
     profiling; the data plane runs every other call)."""
 
-    def __init__(self, runner: ProgramRunner, env: list[Any]) -> None:
+    def __init__(self, runner: ProgramRunner, env: list[Any], recorded: bool = False) -> None:
+        """`recorded`: autograd records the call, so each region runs its captured graph:
+        the kernels that replace it (oneDNN's ops, packed weights, inductor's code) have no
+        gradient, as in a pipeline stage's artifact that trains."""
         self._runner = runner
         self.env = env
+        self._recorded = recorded
         self._readers_left = list(runner.readers)
 
     def run_region(self, index: int) -> None:
         """Runs region `index`; the regions before it must have run."""
         kernel = self._runner.kernels[index]
         env = self.env
-        outputs = kernel.forward(*[env[slot] for slot in kernel.in_slots])
+        forward = kernel.module.forward if self._recorded else kernel.forward
+        outputs = forward(*[env[slot] for slot in kernel.in_slots])
         for slot, value in zip(kernel.out_slots, outputs):
             env[slot] = value
         for slot in kernel.transient_in_slots:  # the last reader frees the value
