@@ -64,8 +64,9 @@ def test_an_activation_is_found_however_it_is_written(after, expected, length):
         lambda y: (lambda t: t * (1.0 + t))(torch.tanh(y)),  # a value inside the chain read twice
         lambda y: torch.relu(y.sum(dim=-1)),  # not elementwise
         lambda y: torch.relu(y.to(torch.float64)),  # another dtype
+        lambda y: torch.relu(torch.clamp(y, max=30.0)),  # a relu only up to 30
     ],
-    ids=["scaled", "output-read-twice", "not-an-activation", "reduced", "cast"],
+    ids=["scaled", "output-read-twice", "not-an-activation", "reduced", "cast", "clamped-far-out"],
 )
 def test_no_activation_where_the_chain_computes_another_thing_or_is_read_elsewhere(after):
     assert found(after) is None

@@ -19,7 +19,9 @@ from ..hardware.activations import ACTIVATIONS, Activation
 # the kernel's output are looked at to find it (others of the graph may come between).
 MAX_CHAIN = 12
 MAX_SCANNED = 64
-PROBE = torch.linspace(-8.0, 8.0, 257)
+# Where activations bend, finely, and far out on both sides (a chain that only agreed
+# near zero, such as one that clamps large values, is not the activation).
+PROBE = torch.cat([torch.linspace(-8.0, 8.0, 257), torch.tensor([-1e3, -1e2, -20.0, 20.0, 1e2, 1e3])])
 
 
 def activation_after(node: fx.Node) -> tuple[Activation, tuple[fx.Node, ...]] | None:
