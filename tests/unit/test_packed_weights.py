@@ -164,6 +164,7 @@ def test_a_batch_norm_and_relu_after_a_convolution_are_folded_into_it_and_follow
     assert [getattr(k, "activation", "plain") for k in kernels] == [RELU, None, None, "plain"]
     compiled = tt.compile(model, (x,), devices="cpu")
     assert sum(c.packed_kernels for c in compiled._backends.choices) == 4
+    assert "3 of them with a batch norm folded in or an activation as post-op" in compiled.explain()
     torch.testing.assert_close(compiled(x), eager_outputs(model, (x,)), **TOLERANCE)
     with torch.no_grad():  # as load_state_dict would: every copy made of them is made again
         model.first_norm.running_var.mul_(2.0)

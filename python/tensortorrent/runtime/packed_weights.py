@@ -94,6 +94,7 @@ class Packed:
 
     count: int  # kernels on packed weights
     nbytes: int  # their packed copies
+    fused: int = 0  # of those, the ones with a batch norm folded in or an activation as post-op
 
 
 def pack_room_bytes(ram_budget_bytes: int, weight_bytes: int) -> int:
@@ -160,7 +161,8 @@ def with_packed_weights(
             graph.erase_node(copies[node])
             copies[node] = call  # what later kernels read of it
     rewritten.recompile()
-    return rewritten, Packed(len(chosen), nbytes)
+    fused = sum(isinstance(packed.kernel, (NormalizedConvolution, ActivatedProduct)) for _, packed in chosen)
+    return rewritten, Packed(len(chosen), nbytes, fused)
 
 
 def _packable(node: fx.Node, weight_of: Mapping[fx.Node, torch.Tensor]) -> _Match | None:

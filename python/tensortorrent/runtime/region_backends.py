@@ -70,6 +70,7 @@ class RegionChoice:
         0  # its convolutions and products on weights packed once (runtime/packed_weights.py: never saved)
     )
     packed_bytes: int = 0  # what their packed copies take in RAM for the program's life
+    fused_kernels: int = 0  # of those, the ones with a batch norm folded in or an activation as post-op
 
     @property
     def kernel_tag(self) -> str:
@@ -127,6 +128,7 @@ class RegionBackends:
         and, where both were timed, both times."""
         onednn = sum(c.onednn_linears for c in self.choices)
         packed = sum(c.packed_kernels for c in self.choices if c.held_bytes)
+        fused = sum(c.fused_kernels for c in self.choices if c.held_bytes)
         if self.mode == EAGER and not onednn and not packed:
             return []
         total = sum(c.compile_s or 0.0 for c in self.choices)
@@ -134,16 +136,17 @@ class RegionBackends:
         lines = [
             f"Region backends ({self.mode}): {self.compiled_count} of {len(self.choices)} region(s) run inductor's "
             f"code, compiled in {total:.2f} s; {onednn} matrix product(s) on oneDNN, where it timed faster than aten; "
-            f"{packed} convolution(s) and product(s) on weights packed once ({format_bytes(held)} held), where that "
-            "timed faster",
+            f"{packed} convolution(s) and product(s) on weights packed once ({format_bytes(held)} held; {fused} of "
+            "them with a batch norm folded in or an activation as post-op), where that timed faster",
             f"  {'region':<8} {'runs':<9} {'compile s':>9} {'eager ms':>9} {'inductor ms':>11} {'oneDNN':>6} "
-            f"{'packed':>6}",
+            f"{'packed':>6} {'fused':>5}",
         ]
         for index, choice in enumerate(self.choices):
+            packed, fused = (choice.packed_kernels, choice.fused_kernels) if choice.held_bytes else (0, 0)
             lines.append(
                 f"  r{index:<7} {choice.backend:<9} {_seconds(choice.compile_s, 1):>9} "
                 f"{_seconds(choice.eager_s, 1e3):>9} {_seconds(choice.inductor_s, 1e3):>11} {choice.onednn_linears:>6} "
-                f"{choice.packed_kernels if choice.held_bytes else 0:>6}" + (f"  {choice.note}" if choice.note else "")
+                f"{packed:>6} {fused:>5}" + (f"  {choice.note}" if choice.note else "")
             )
         return lines
 
@@ -196,7 +199,13 @@ def compile_regions(
                 choice = RegionChoice(INDUCTOR, choice.compile_s, before.eager_s, before.inductor_s)
         on_onednn_there = eager_onednn if choice.backend == EAGER else onednn
         choices.append(
-            replace(choice, onednn_linears=on_onednn_there, packed_kernels=packed.count, packed_bytes=packed.nbytes)
+            replace(
+                choice,
+                onednn_linears=on_onednn_there,
+                packed_kernels=packed.count,
+                packed_bytes=packed.nbytes,
+                fused_kernels=packed.fused,
+            )
         )
         if forward is not None or onednn or packed.count:
             forwards[region.index] = forward or eager.forward
