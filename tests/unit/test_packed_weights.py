@@ -120,7 +120,7 @@ def test_a_weight_changed_in_place_or_replaced_is_packed_again(kernel):
         def expected(w):
             return torch.nn.functional.linear(x, w.t() if kernel.transposed else w, bias)
 
-    packed = PackedKernel(kernel, [weight])
+    packed = PackedKernel(kernel, [weight])  # its bias is added per call
     torch.testing.assert_close(packed(x, bias, weight), expected(weight), **TOLERANCE)
     weight.mul_(2.0)  # as an optimizer step would
     torch.testing.assert_close(packed(x, bias, weight), expected(weight), **TOLERANCE)
@@ -129,42 +129,49 @@ def test_a_weight_changed_in_place_or_replaced_is_packed_again(kernel):
 
 
 class NormalizedConvolutions(nn.Module):
-    """Convolutions each read by a batch norm alone: then a relu, then nothing (a residual
-    add reads it), a norm without affine after a convolution with a bias; and one whose
-    output a second reader needs unnormalized."""
+    """Convolutions each read by a batch norm alone: then a relu; then a residual sum and a
+    relu; two summed (a residual block's main branch and its shortcut), the first after a
+    convolution with a bias and a norm without affine; and one whose output a second
+    reader needs unnormalized."""
 
     def __init__(self) -> None:
         super().__init__()
         self.first, self.first_norm = nn.Conv2d(3, 16, 3, padding=1, bias=False), nn.BatchNorm2d(16)
         self.second, self.second_norm = nn.Conv2d(16, 16, 3, padding=1, bias=False), nn.BatchNorm2d(16)
         self.third, self.third_norm = nn.Conv2d(16, 16, 1), nn.BatchNorm2d(16, affine=False)
+        self.shortcut, self.shortcut_norm = nn.Conv2d(16, 16, 1, bias=False), nn.BatchNorm2d(16)
         self.fourth, self.fourth_norm = nn.Conv2d(16, 16, 1), nn.BatchNorm2d(16)
-        for norm in (self.first_norm, self.second_norm, self.third_norm, self.fourth_norm):
-            norm.running_mean.normal_()
-            norm.running_var.uniform_(0.5, 2.0)
+        for module in self.modules():
+            if isinstance(module, nn.BatchNorm2d):
+                module.running_mean.normal_()
+                module.running_var.uniform_(0.5, 2.0)
 
     def forward(self, x):
         y = torch.relu(self.first_norm(self.first(x)))
         y = torch.relu(self.second_norm(self.second(y)) + y)
-        y = self.third_norm(self.third(y))
+        y = torch.relu(self.third_norm(self.third(y)) + self.shortcut_norm(self.shortcut(y)))
         z = self.fourth(y)
         return self.fourth_norm(z) + z
 
 
-def test_a_batch_norm_and_relu_after_a_convolution_are_folded_into_it_and_follow_changes(packed_always_faster):
+def test_a_batch_norm_residual_sum_and_relu_after_a_convolution_are_folded_into_it_and_follow_changes(
+    packed_always_faster,
+):
     torch.manual_seed(0)
     model, x = NormalizedConvolutions().eval(), torch.randn(2, 3, 12, 12)
     module, weights = graph_and_weights(model, x)
     rewritten, packed = with_packed_weights(module, dict(enumerate(weights)), room_bytes=1 << 30)
-    assert packed.count == 4
+    assert (packed.count, packed.fused) == (5, 4)
     targets = [n.target for n in rewritten.graph.nodes if n.op == "call_function"]
     assert targets.count(torch.ops.aten.batch_norm.default) == 1  # the fourth's
-    assert targets.count(torch.ops.aten.relu.default) == 1  # after the residual add
+    assert torch.ops.aten.relu.default not in targets
     kernels = [m.kernel for m in rewritten.modules() if isinstance(m, PackedKernel)]
-    assert [getattr(k, "activation", "plain") for k in kernels] == [RELU, None, None, "plain"]
+    assert [getattr(k, "activation", "plain") for k in kernels] == [RELU, RELU, RELU, None, "plain"]
+    assert [getattr(k, "residual", "plain") for k in kernels] == [False, True, True, False, "plain"]
+    torch.testing.assert_close(rewritten(*weights, x)[0], eager_outputs(model, (x,)), **TOLERANCE)
     compiled = tt.compile(model, (x,), devices="cpu")
-    assert sum(c.packed_kernels for c in compiled._backends.choices) == 4
-    assert "3 of them with a batch norm folded in or an activation as post-op" in compiled.explain()
+    assert sum(c.packed_kernels for c in compiled._backends.choices) == 5
+    assert "4 of them with a batch norm folded in or an activation as post-op" in compiled.explain()
     torch.testing.assert_close(compiled(x), eager_outputs(model, (x,)), **TOLERANCE)
     with torch.no_grad():  # as load_state_dict would: every copy made of them is made again
         model.first_norm.running_var.mul_(2.0)

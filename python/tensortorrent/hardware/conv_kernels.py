@@ -58,14 +58,17 @@ class Convolution:
 
 @dataclass(frozen=True)
 class NormalizedConvolution:
-    """A convolution, the eval-mode batch norm of its output and maybe an activation of
-    that: one oneDNN convolution on the weight and bias with the norm folded in
-    (y = (conv(x, w) + b - mean) * scale / sqrt(var + eps) + shift is conv(x, w * s) + b'),
-    the activation as its post-op. Saves the passes over the output that eager makes."""
+    """A convolution, the eval-mode batch norm of its output, where `residual` the sum of
+    that and another value of its shape (a residual block's shortcut), and maybe an
+    activation of the result: one oneDNN convolution on the weight and bias with the norm
+    folded in (y = (conv(x, w) + b - mean) * scale / sqrt(var + eps) + shift is
+    conv(x, w * s) + b'), the sum and the activation as its post-ops. Saves the passes
+    over the output that eager makes."""
 
     convolution: Convolution
     eps: float
     activation: Activation | None
+    residual: bool = False
 
     def pack(self, weight, bias, scale, shift, mean, var) -> tuple[torch.Tensor, torch.Tensor]:
         """(the folded weight packed, the folded bias), folded in float32 whatever the
@@ -82,13 +85,24 @@ class NormalizedConvolution:
         folded_weight = (weight.float() * factor.reshape(-1, 1, 1, 1)).to(dtype)
         return self.convolution.pack(folded_weight), folded_bias.to(dtype)
 
-    def on_packed(self, x: torch.Tensor, packed: tuple[torch.Tensor, torch.Tensor], bias: None) -> torch.Tensor:
+    def on_packed(
+        self, x: torch.Tensor, packed: tuple[torch.Tensor, torch.Tensor], residual: torch.Tensor | None
+    ) -> torch.Tensor:
+        """The kernel on `x` with the copy `pack` made (plus `residual`, where it adds one)."""
         weight, folded_bias = packed
-        return self.convolution.on_packed(x, weight, folded_bias, self.activation)
+        if not self.residual:
+            return self.convolution.on_packed(x, weight, folded_bias, self.activation)
+        c, activation = self.convolution, self.activation
+        args = (list(c.padding), list(c.stride), list(c.dilation), c.groups)
+        unary = (activation.attr, activation.algorithm) if activation is not None else (None, None)
+        return torch.ops.mkldnn._convolution_pointwise.binary(
+            x, residual, weight, folded_bias, *args, "add", 1.0, unary[0], [], unary[1]
+        )
 
 
 def packed_timing(c: Convolution | NormalizedConvolution) -> PackedTiming:
-    """aten's convolution (and norm and relu) against the packed weight's, here."""
+    """aten's convolution (and norm, residual sum and activation) against the packed
+    weight's, here."""
     convolution = c.convolution if isinstance(c, NormalizedConvolution) else c
     if not onednn_available() or convolution.dtype not in DTYPES:
         return PackedTiming(0.0, None)
@@ -108,11 +122,13 @@ def _timed(c: Convolution | NormalizedConvolution) -> PackedTiming:
         )
     scale, shift, mean = (torch.randn(channels, dtype=dtype) for _ in range(3))
     var = torch.rand(channels, dtype=dtype) + 0.5
+    residual = torch.randn_like(convolution.on_aten(x, weight, bias)) if c.residual else None
 
     def on_aten():
         y = torch.batch_norm(convolution.on_aten(x, weight, bias), scale, shift, mean, var, False, 0.0, c.eps, True)
+        y = y + residual if residual is not None else y
         return c.activation.on_aten(y) if c.activation is not None else y
 
     return time_packing(
-        c, on_aten, lambda: c.pack(weight, bias, scale, shift, mean, var), lambda p: c.on_packed(x, p, None)
+        c, on_aten, lambda: c.pack(weight, bias, scale, shift, mean, var), lambda p: c.on_packed(x, p, residual)
     )

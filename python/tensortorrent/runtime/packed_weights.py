@@ -59,16 +59,17 @@ class PackedKernel(nn.Module):
             packed = self.kernel.pack(*(t.detach() if t is not None else None for t in sources))
         return sources, _versions(sources), packed
 
-    def forward(self, x: torch.Tensor, bias: torch.Tensor | None, *sources: torch.Tensor | None) -> torch.Tensor:
-        """`bias`: where the kernel adds one not folded into the copy; `sources`: the model's
-        tensors the copy is made of (the weight first)."""
+    def forward(self, x: torch.Tensor, per_call: torch.Tensor | None, *sources: torch.Tensor | None) -> torch.Tensor:
+        """`per_call`: what the kernel adds that is not folded into the copy (a bias, or a
+        normalized convolution's residual); `sources`: the model's tensors the copy is
+        made of (the weight first)."""
         state = self._state
         if _stale(state, sources):
             with self._packing:
                 state = self._state
                 if _stale(state, sources):
                     state = self._state = self._packed(sources)
-        return self.kernel.on_packed(x, state[2], bias)
+        return self.kernel.on_packed(x, state[2], per_call)
 
 
 def _versions(sources: tuple) -> tuple:
@@ -109,39 +110,42 @@ class _Match:
 
     kernel: Kernel
     x: fx.Node
-    bias: fx.Node | None  # added per call; None where there is none or it is folded into the copy
+    per_call: fx.Node | None  # added per call: a bias not folded into the copy, or a residual
     sources: tuple[fx.Node | None, ...]  # the model's tensors the copy is made of, the weight first
     chain: tuple[fx.Node, ...]  # the nodes it replaces, the last one's value what it computes
 
 
 def with_packed_weights(
-    module: fx.GraphModule, weights: Mapping[int, torch.Tensor], room_bytes: int
+    module: fx.GraphModule, weights: Mapping[int, torch.Tensor], room_bytes: int, each_timed: bool = True
 ) -> tuple[fx.GraphModule, Packed]:
     """A copy of the region's aten `module` with each convolution and product that ran
-    faster on a packed weight rewritten to one (with the batch norm that follows a
-    convolution and the activation that follows either folded into it), in graph order
-    while their copies fit `room_bytes`; `weights`: the module's inputs that are the model's own tensors, by position.
-    `module` itself where nothing is rewritten."""
+    faster on a packed weight rewritten to one (with the batch norm, residual sum and
+    activation that follow a convolution, and the activation that follows a product,
+    folded into it), in graph order while their copies fit `room_bytes`; `weights`: the
+    module's inputs that are the model's own tensors, by position. `each_timed=False`
+    packs every kernel oneDNN computes packed, whatever its timing alone. `module` itself
+    where nothing is rewritten."""
     if room_bytes <= 0:
         return module, Packed(0, 0)
     placeholders = [node for node in module.graph.nodes if node.op == "placeholder"]
     weight_of = {node: weights[position] for position, node in enumerate(placeholders) if position in weights}
-    chosen, nbytes = [], 0
+    chosen, nbytes, claimed = [], 0, set()  # claimed: the nodes chosen kernels replace
     for node in module.graph.nodes:
-        match = _packable(node, weight_of)
-        if match is None:
+        match = _packable(node, weight_of, claimed)
+        if match is None or not claimed.isdisjoint(match.chain):
             continue
         stored = weight_of[match.sources[0]]
         if nbytes + stored.numel() * stored.element_size() > room_bytes:
             continue  # a packed copy is never smaller than the weight: no need to pack it to know
         kernels = matmul_kernels if isinstance(match.kernel, (Product, ActivatedProduct)) else conv_kernels
         timing = kernels.packed_timing(match.kernel)
-        if not timing.faster_packed:
+        if timing.packed_s is None or (each_timed and not timing.faster_packed):
             continue
         packed = PackedKernel(match.kernel, [weight_of[s] if s is not None else None for s in match.sources])
         if nbytes + packed.nbytes <= room_bytes:
             chosen.append((match, packed))
             nbytes += packed.nbytes
+            claimed.update(match.chain)
     if not chosen:
         return module, Packed(0, 0)
     graph = fx.Graph()
@@ -154,7 +158,7 @@ def with_packed_weights(
         rewritten.add_submodule(name, packed)
         last = copies[match.chain[-1]]
         with graph.inserting_before(last):
-            call = graph.call_module(name, (copies[match.x], copied(match.bias), *map(copied, match.sources)))
+            call = graph.call_module(name, (copies[match.x], copied(match.per_call), *map(copied, match.sources)))
         call.meta = dict(last.meta)
         last.replace_all_uses_with(call)
         for node in reversed(match.chain):  # each one's only user goes first
@@ -165,15 +169,17 @@ def with_packed_weights(
     return rewritten, Packed(len(chosen), nbytes, fused)
 
 
-def _packable(node: fx.Node, weight_of: Mapping[fx.Node, torch.Tensor]) -> _Match | None:
+def _packable(node: fx.Node, weight_of: Mapping[fx.Node, torch.Tensor], claimed: set[fx.Node]) -> _Match | None:
     """The kernel at `node` where it is a convolution or a product whose weight is one of
-    the model's tensors; None otherwise."""
+    the model's tensors; None otherwise. `claimed`: nodes that kernels chosen before
+    replace (a residual sum one took is not another's)."""
     convolution = _convolution(node)
     if convolution is not None:
         x, weight, bias = _conv_args(node.args)[:3]
         if weight not in weight_of:
             return None
-        return _normalized(node, convolution, bias, weight_of) or _Match(convolution, x, bias, (weight,), (node,))
+        normalized = _normalized(node, convolution, bias, weight_of, claimed)
+        return normalized or _Match(convolution, x, bias, (weight,), (node,))
     p = product(node)
     if p is None:
         return None
@@ -205,11 +211,16 @@ def _static_view(node: fx.Node) -> tuple[int, ...] | None:
 
 
 def _normalized(
-    node: fx.Node, convolution: Convolution, bias: fx.Node | None, weight_of: Mapping[fx.Node, torch.Tensor]
+    node: fx.Node,
+    convolution: Convolution,
+    bias: fx.Node | None,
+    weight_of: Mapping[fx.Node, torch.Tensor],
+    claimed: set[fx.Node],
 ) -> _Match | None:
-    """The convolution at `node` with the eval-mode batch norm that alone reads it (and the
-    activation computed of the norm alone, if one is), where the norm's tensors and the
-    convolution's bias are the model's own; None otherwise."""
+    """The convolution at `node` with the eval-mode batch norm that alone reads it, the
+    residual sum that alone reads the norm (unless claimed) and the activation computed of
+    what comes last alone, where there are: the norm's tensors and the convolution's bias
+    must be the model's own; None where no norm follows."""
     norm = _only_user(node)
     found = _batch_norm(norm, node) if norm is not None else None
     if found is None:
@@ -217,16 +228,35 @@ def _normalized(
     normalized, (scale, shift, mean, var, eps) = found
     if any(t is not None and t not in weight_of for t in (bias, scale, shift, mean, var)):
         return None
-    found = activation_after(normalized)
+    chain = [node, norm, normalized] if normalized is not norm else [node, norm]
+    residual = _residual_sum(normalized, claimed)
+    if residual is not None:
+        chain.append(residual[0])
+    found = activation_after(chain[-1])
     activation, after = found if found is not None else (None, ())
     x, weight = _conv_args(node.args)[:2]
     return _Match(
-        NormalizedConvolution(convolution, float(eps), activation),
+        NormalizedConvolution(convolution, float(eps), activation, residual is not None),
         x,
-        None,
+        residual[1] if residual is not None else None,
         (weight, bias, scale, shift, mean, var),
-        tuple(dict.fromkeys((node, norm, normalized, *after))),
+        (*chain, *after),
     )
+
+
+def _residual_sum(node: fx.Node, claimed: set[fx.Node]) -> tuple[fx.Node, fx.Node] | None:
+    """(the sum, its other operand) where an unclaimed aten.add alone reads `node` and adds
+    it to another value of the same shape and dtype; None otherwise."""
+    add = _only_user(node)
+    if add is None or add in claimed or add.target != aten.add.Tensor or add.kwargs or len(add.args) != 2:
+        return None
+    (other,) = [a for a in add.args if a is not node] or [None]
+    if not isinstance(other, fx.Node):
+        return None
+    mine, theirs = node.meta.get("val"), other.meta.get("val")
+    if not isinstance(mine, torch.Tensor) or not isinstance(theirs, torch.Tensor):
+        return None
+    return (add, other) if (mine.shape, mine.dtype) == (theirs.shape, theirs.dtype) else None
 
 
 def _batch_norm(norm: fx.Node, x: fx.Node) -> tuple[fx.Node, tuple] | None:
