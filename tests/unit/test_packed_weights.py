@@ -21,6 +21,7 @@ from tensortorrent.hardware import conv_kernels, matmul_kernels
 from tensortorrent.hardware.activations import GELU_TANH, RELU, SILU
 from tensortorrent.hardware.conv_kernels import Convolution
 from tensortorrent.hardware.matmul_kernels import Product
+from tensortorrent.runtime import packed_weights
 from tensortorrent.runtime.packed_weights import Packed, PackedKernel, with_packed_weights
 
 pytestmark = pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="torch built without oneDNN")
@@ -246,3 +247,28 @@ def test_the_activation_after_a_product_becomes_its_post_op(packed_always_faster
     torch.testing.assert_close(rewritten(*weights, x)[0], eager_outputs(model, (x,)), **TOLERANCE)
     compiled = tt.compile(model, (x,), devices="cpu")
     torch.testing.assert_close(compiled(x), eager_outputs(model, (x,)), **TOLERANCE)
+
+
+@pytest.mark.parametrize("every_faster", [True, False])
+def test_a_region_packs_every_kernel_where_that_graph_ran_it_faster_than_the_kernels_timed_alone(
+    monkeypatch, every_faster
+):
+    for kernels in (conv_kernels, matmul_kernels):  # each kernel slower packed, timed alone
+        real = kernels.packed_timing
+        monkeypatch.setattr(
+            kernels, "packed_timing", lambda k, real=real: replace(real(k), unpacked_s=0.5, packed_s=1.0)
+        )
+    timed = []
+
+    def side_by_side(each, every):
+        timed.append((each(), every()))
+        return (2.0, 1.0) if every_faster else (1.0, 2.0)
+
+    monkeypatch.setattr(packed_weights, "time_side_by_side", side_by_side)
+    model, x = example()
+    module, weights = graph_and_weights(model, x)
+    activations = lambda: [None] * len(weights) + [x]  # noqa: E731
+    graph, packed = packed_weights.packed_region_graph(module, dict(enumerate(weights)), 1 << 30, activations)
+    assert packed.count == (KERNELS if every_faster else 0) and (graph is module) != every_faster
+    ((each, every),) = timed  # both graphs ran on the model's weights and the activations given
+    torch.testing.assert_close(each[0], every[0], **TOLERANCE)

@@ -5,9 +5,9 @@ aten's conv2d runs on oneDNN too, but reorders the weight into oneDNN's blocked 
 every call. A weight packed into that layout once (`mkldnn._reorder_convolution_weight`,
 for the input size it will see) skips the reorder: on S1's ResNet-50 (batch 1, 224x224,
 an AMD EPYC, two threads) packing its convolutions took the model from 0.99x eager's
-time to 0.67x. A convolution whose output an eval-mode batch norm alone reads (and that
-norm's an activation) is one oneDNN kernel on a weight with the norm folded in, the
-activation its post-op (NormalizedConvolution). Each distinct kernel is timed both ways once per
+time to 0.67x. A convolution whose output an eval-mode batch norm alone reads (then maybe
+a residual sum and an activation) is one oneDNN kernel on a weight with the norm folded
+in, the sum and the activation its post-ops (NormalizedConvolution). Each distinct kernel is timed both ways once per
 process, on random values of its shape. `torch.backends.mkldnn.enabled = False` leaves
 every convolution to aten.
 """

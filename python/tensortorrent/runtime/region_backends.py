@@ -27,9 +27,10 @@ where that ran faster (runtime/packed_weights.py).
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Container, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -43,7 +44,7 @@ from ..hardware.side_by_side import time_side_by_side
 from ..observe.units import format_bytes
 from ..partition import Region, build_region_module
 from .onednn_linear import on_onednn, onednn_count
-from .packed_weights import Packed, with_packed_weights
+from .packed_weights import packed_region_graph
 
 log = logging.getLogger(__name__)
 
@@ -184,7 +185,9 @@ def compile_regions(
         weights = {i: bound[slot] for i, slot in enumerate(slots) if slot in bound}
         # The eager graph: products and convolutions on packed weights where faster, then
         # the other products on oneDNN where faster.
-        eager, packed = _packed_graph(captured, region.in_nodes, weights, pack_room_bytes)
+        eager, packed = packed_region_graph(
+            captured, weights, pack_room_bytes, functools.partial(example_inputs, region.in_nodes, skip=weights)
+        )
         eager, eager_onednn = on_onednn(eager) if packed.count else (module, onednn)
         pack_room_bytes -= packed.nbytes
         modules.append(eager)
@@ -215,32 +218,6 @@ def compile_regions(
             region_inputs = lambda: (example_inputs(region.in_nodes) for region in regions)  # noqa: E731
         return _keep_faster(backends, modules, region_inputs())
     return backends
-
-
-def _packed_graph(
-    captured: fx.GraphModule, in_nodes: Sequence[fx.Node], weights: dict[int, torch.Tensor], room_bytes: int
-) -> tuple[fx.GraphModule, Packed]:
-    """The region's graph with its kernels on packed weights where each timed faster
-    alone or, where packing every one oneDNN can take differs, that graph if it ran the
-    region faster, side by side on the model's weights and random activations. A kernel
-    timed alone misjudges one in a model: packing every convolution of ResNet-50 took it
-    to 0.64x eager's time here, the kernels that timed faster alone to 0.70x."""
-    each, packed = with_packed_weights(captured, weights, room_bytes)
-    every, packed_every = with_packed_weights(captured, weights, room_bytes, each_timed=False)
-    if packed_every.count == packed.count:
-        return each, packed
-    others = iter(example_inputs([node for i, node in enumerate(in_nodes) if i not in weights]))
-    inputs = [weights[i] if i in weights else next(others) for i in range(len(in_nodes))]
-    each_graph, every_graph = on_onednn(each)[0], on_onednn(every)[0]
-    each_s, every_s = time_side_by_side(lambda: each_graph(*inputs), lambda: every_graph(*inputs))
-    log.debug(
-        "packed kernels: %d timed alone %.3f ms, all %d %.3f ms",
-        packed.count,
-        each_s * 1e3,
-        packed_every.count,
-        every_s * 1e3,
-    )
-    return (every, packed_every) if every_s < each_s else (each, packed)
 
 
 def compile_graph(
@@ -293,12 +270,17 @@ def _keep_faster(
     return RegionBackends(backends.mode, tuple(choices), forwards)
 
 
-def example_inputs(in_nodes: Sequence[fx.Node], device: torch.device | None = None) -> list[Any]:
+def example_inputs(
+    in_nodes: Sequence[fx.Node], device: torch.device | None = None, skip: Container[int] = ()
+) -> list[Any]:
     """Inputs of the shapes, dtypes and strides export recorded, on `device` (the CPU by
     default): random floats (their values do not change a kernel's speed), zeros elsewhere
-    (valid indices, masks)."""
+    (valid indices, masks); None at the positions in `skip`."""
     values = []
-    for node in in_nodes:
+    for position, node in enumerate(in_nodes):
+        if position in skip:
+            values.append(None)
+            continue
         meta = _static_meta(node)
         if meta is None:
             values.append(node.meta.get("val"))
