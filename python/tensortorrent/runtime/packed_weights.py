@@ -129,15 +129,17 @@ def packed_region_graph(
     region faster, side by side on the model's weights and `activations()` (the region's
     other inputs, None at the weights' positions). A kernel timed alone misjudges one in
     a model: packing every convolution of ResNet-50 took it to 0.64x eager's time here,
-    the kernels that timed faster alone to 0.70x."""
-    each, packed = with_packed_weights(captured, weights, room_bytes)
-    every, packed_every = with_packed_weights(captured, weights, room_bytes, each_timed=False)
-    if packed_every.count == packed.count:
-        return each, packed
+    the kernels that timed faster alone to 0.70x. Each weight is packed once: both
+    graphs share the copies."""
+    every = _packed_kernels(captured, weights, room_bytes, each_timed=False)
+    each = [kernel for kernel in every if kernel.faster_alone]
+    if len(each) == len(every):
+        return _rewritten(captured, each)
+    (each_graph, packed), (every_graph, packed_every) = _rewritten(captured, each), _rewritten(captured, every)
     with torch.random.fork_rng():  # the caller's seed stays as it was
         inputs = [weights.get(i, value) for i, value in enumerate(activations())]
-    each_graph, every_graph = on_onednn(each)[0], on_onednn(every)[0]
-    each_s, every_s = time_side_by_side(lambda: each_graph(*inputs), lambda: every_graph(*inputs))
+    each_run, every_run = on_onednn(each_graph)[0], on_onednn(every_graph)[0]
+    each_s, every_s = time_side_by_side(lambda: each_run(*inputs), lambda: every_run(*inputs))
     log.debug(
         "kernels timed faster alone: %d, %.3f ms; all: %d, %.3f ms",
         packed.count,
@@ -145,21 +147,36 @@ def packed_region_graph(
         packed_every.count,
         every_s * 1e3,
     )
-    return (every, packed_every) if every_s < each_s else (each, packed)
+    return (every_graph, packed_every) if every_s < each_s else (each_graph, packed)
 
 
 def with_packed_weights(
-    module: fx.GraphModule, weights: Mapping[int, torch.Tensor], room_bytes: int, each_timed: bool = True
+    module: fx.GraphModule, weights: Mapping[int, torch.Tensor], room_bytes: int
 ) -> tuple[fx.GraphModule, Packed]:
     """A copy of the region's aten `module` with each convolution and product that ran
     faster on a packed weight rewritten to one (with the batch norm, residual sum and
     activation that follow a convolution, and the activation that follows a product,
     folded into it), in graph order while their copies fit `room_bytes`; `weights`: the
-    module's inputs that are the model's own tensors, by position. `each_timed=False`
-    packs every kernel oneDNN computes packed, whatever its timing alone. `module` itself
-    where nothing is rewritten."""
+    module's inputs that are the model's own tensors, by position. `module` itself where
+    nothing is rewritten."""
+    return _rewritten(module, _packed_kernels(module, weights, room_bytes, each_timed=True))
+
+
+@dataclass(frozen=True)
+class _Chosen:
+    match: _Match
+    packed: PackedKernel
+    faster_alone: bool  # computed faster on the packed copy, timed alone
+
+
+def _packed_kernels(
+    module: fx.GraphModule, weights: Mapping[int, torch.Tensor], room_bytes: int, each_timed: bool
+) -> list[_Chosen]:
+    """The kernels of `module` on packed copies of `weights` in graph order while the copies
+    fit `room_bytes`: those that timed faster alone, or with `each_timed=False` every one
+    oneDNN computes packed."""
     if room_bytes <= 0:
-        return module, Packed(0, 0)
+        return []
     placeholders = [node for node in module.graph.nodes if node.op == "placeholder"]
     weight_of = {node: weights[position] for position, node in enumerate(placeholders) if position in weights}
     chosen, nbytes, claimed = [], 0, set()  # claimed: the nodes chosen kernels replace
@@ -176,9 +193,15 @@ def with_packed_weights(
             continue
         packed = PackedKernel(match.kernel, [weight_of[s] if s is not None else None for s in match.sources])
         if nbytes + packed.nbytes <= room_bytes:
-            chosen.append((match, packed))
+            chosen.append(_Chosen(match, packed, timing.faster_packed))
             nbytes += packed.nbytes
             claimed.update(match.chain)
+    return chosen
+
+
+def _rewritten(module: fx.GraphModule, chosen: Sequence[_Chosen]) -> tuple[fx.GraphModule, Packed]:
+    """A copy of `module` with each chosen kernel's nodes replaced by a call of its
+    PackedKernel; `module` itself where none is chosen."""
     if not chosen:
         return module, Packed(0, 0)
     graph = fx.Graph()
@@ -186,7 +209,7 @@ def with_packed_weights(
     graph.output(graph.graph_copy(module.graph, copies))
     rewritten = fx.GraphModule(module, graph, class_name=type(module).__name__)
     copied = lambda node: copies[node] if node is not None else None  # noqa: E731
-    for index, (match, packed) in enumerate(chosen):
+    for index, (match, packed) in enumerate((c.match, c.packed) for c in chosen):
         name = f"packed_{index}"
         rewritten.add_submodule(name, packed)
         last = copies[match.chain[-1]]
@@ -198,7 +221,8 @@ def with_packed_weights(
             graph.erase_node(copies[node])
             copies[node] = call  # what later kernels read of it
     rewritten.recompile()
-    fused = sum(isinstance(packed.kernel, (NormalizedConvolution, ActivatedProduct)) for _, packed in chosen)
+    nbytes = sum(c.packed.nbytes for c in chosen)
+    fused = sum(isinstance(c.packed.kernel, (NormalizedConvolution, ActivatedProduct)) for c in chosen)
     return rewritten, Packed(len(chosen), nbytes, fused)
 
 
