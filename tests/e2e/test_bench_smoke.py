@@ -157,7 +157,8 @@ def test_gpu_suite_quick_run_on_the_cpu(tmp_path):
         assert workload["ratio_tt_inductor_over_torch_compile"] > 0
     beyond = results["beyond_vram"]
     assert "failed" not in beyond, beyond.get("failed")
-    assert beyond["tensortorrent_agreement"]["argmax_agreement"] == 1.0 and "accelerate" in beyond
+    # bf16 logits of random weights hold near-ties that another kernel's rounding flips: cosine, not argmax.
+    assert beyond["tensortorrent_agreement"]["cosine_min"] > 0.999 and "accelerate" in beyond
 
 
 @pytest.mark.skipif(shutil.which("hey") is None, reason="the load generator hey is not installed (apt-get install hey)")

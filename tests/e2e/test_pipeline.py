@@ -16,6 +16,8 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 import tensortorrent as tt
+from tensortorrent.pipeline.export import TRAINING_TORCH_REQUIRED, torch_release
+from tensortorrent.pipeline.runner import check_torch
 from tiny_transformers import MODELS, logits
 
 RUN_TIMEOUT_S = 240
@@ -172,7 +174,7 @@ def test_the_command_line_exports_an_artifact(tmp_path):
     assert main(["export-pipeline", str(tmp_path / "artifact"), str(tmp_path / "q"), "--stages", "9"]) == 2
 
 
-def test_a_training_pipeline_runs_1f1b_and_its_gradients_equal_eagers(tmp_path):
+def test_a_training_pipeline_runs_1f1b_and_its_gradients_equal_eagers(tmp_path, monkeypatch):
     import transformers
 
     from tiny_transformers import gpt2_config
@@ -183,9 +185,17 @@ def test_a_training_pipeline_runs_1f1b_and_its_gradients_equal_eagers(tmp_path):
     model = transformers.GPT2LMHeadModel(config)
     ids = torch.randint(0, 128, (2, 12))
     compiled = tt.compile(model, (ids,), config=tt.CompileConfig(allow_training=True), devices="cpu")
+    # GPT-2's attention mask (bool) crosses the cut: older torch cannot receive it in training.
+    with monkeypatch.context() as patch:
+        patch.setattr(torch, "__version__", "2.11.0+cu130")
+        with pytest.raises(tt.UnsupportedFeatureError, match=r"take no gradient \(v\d+ \(bool\)\).*torch >= 2.13"):
+            compiled.export_pipeline(tmp_path / "old", 2, n_microbatches=4, training=True)
+    assert not (tmp_path / "old").exists()
+    if torch_release(torch.__version__) < TRAINING_TORCH_REQUIRED:
+        pytest.skip(f"a training pipeline passing a bool mask needs torch >= 2.13; this is {torch.__version__}")
     compiled.export_pipeline(tmp_path / "train", 2, n_microbatches=4, training=True)
     plan = json.loads((tmp_path / "train" / "pp_plan.json").read_text())
-    assert plan["training"] and plan["schedule"] == "1F1B"
+    assert plan["training"] and plan["schedule"] == "1F1B" and plan["torch_required"] == "2.13"
     batch, target = torch.randint(0, 128, (8, 12)), torch.randint(0, 128, (8, 12))
     save_file({"args[0]": batch}, tmp_path / "inputs.safetensors")
     save_file({"target": target}, tmp_path / "targets.safetensors")
@@ -205,6 +215,13 @@ def test_a_training_pipeline_runs_1f1b_and_its_gradients_equal_eagers(tmp_path):
             torch.testing.assert_close(gradient, parameter.grad, rtol=1e-4, atol=1e-5)
     with pytest.raises(tt.UnsupportedFeatureError, match="allow_training=True"):
         tt.compile(model.eval(), (ids,), devices="cpu").export_pipeline(tmp_path / "no", 2, training=True)
+
+
+def test_a_rank_checks_its_torch_against_the_plans():
+    check_torch("2.13.0+cpu", "2.13")
+    check_torch("3.0.1", "2.4")
+    with pytest.raises(RuntimeError, match=r"needs torch >= 2.13 .*found 2.11.0\+cu130"):
+        check_torch("2.11.0+cu130", "2.13")
 
 
 def test_a_model_streamed_from_disk_exports_a_stage_at_a_time(wide, tmp_path):

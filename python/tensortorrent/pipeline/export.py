@@ -40,6 +40,15 @@ PLAN = "pp_plan.json"
 INPUTS = "inputs.safetensors"
 LAUNCHER = "torchrun.sh"
 TORCH_REQUIRED = (2, 4)  # torch.distributed.pipelining's PipelineStage and schedules
+# Before 2.13 a training PipelineStage asks every value it receives to take a gradient,
+# which a bool mask or integer ids crossing a cut cannot (pytorch/pytorch#183024).
+TRAINING_TORCH_REQUIRED = (2, 13)
+
+
+def torch_release(version: str) -> tuple[int, int]:
+    """(major, minor) of a torch version string ("2.11.0+cu130" -> (2, 11))."""
+    major, minor = version.split("+")[0].split(".")[:2]
+    return int(major), int(minor)
 
 
 def export_pipeline(
@@ -70,6 +79,7 @@ def export_pipeline(
     on_disk = source.artifact_parts().weights_on_disk
     seconds = _region_seconds(source, runner, microbatch, streamed=on_disk is not None)
     stages = plan_stages(runner, seconds, num_stages, float(link_bytes_per_s))
+    required = _torch_required(runner, stages, training)
     directory = os.path.abspath(os.fspath(directory))
     command = f"torchrun --standalone --nproc-per-node={num_stages} -m tensortorrent.pipeline {shlex.quote(directory)}"
 
@@ -88,7 +98,7 @@ def export_pipeline(
                     call.run_region(region)
         save_tensors(batch, os.path.join(staging, INPUTS))
         plan = _plan_json(compiled, runner, stages, described, batch, n_microbatches, link_bytes_per_s, link_source)
-        plan.update(training=training, schedule="1F1B" if training else "GPipe")
+        plan.update(training=training, schedule="1F1B" if training else "GPipe", torch_required=required)
         plan["command"] = command
         _write(os.path.join(staging, PLAN), json.dumps(plan, indent=2) + "\n")
         launcher = os.path.join(staging, LAUNCHER)
@@ -113,6 +123,29 @@ def _source_of(compiled, training: bool):
             "compile with tt.CompileConfig(allow_training=True)",
         )
     return compiled._trainer
+
+
+def _torch_required(runner, stages, training: bool) -> str:
+    """The oldest torch whose pipelining runs these stages; raises where this one cannot."""
+    if not training:
+        return ".".join(map(str, TORCH_REQUIRED))
+    crossing = sorted({slot for stage in stages[1:] for slot in stage.inputs if not _floating(runner, slot)})
+    if not crossing:
+        return ".".join(map(str, TORCH_REQUIRED))
+    required = ".".join(map(str, TRAINING_TORCH_REQUIRED))
+    if torch_release(torch.__version__) < TRAINING_TORCH_REQUIRED:
+        values = ", ".join(f"v{slot} ({str(runner.slot_meta[slot][0]).removeprefix('torch.')})" for slot in crossing)
+        raise UnsupportedFeatureError(
+            f"a training pipeline whose stages receive values that take no gradient ({values})",
+            f"torch {torch.__version__}'s pipelining, which asks every received value to take one",
+            f"torch >= {required} runs it",
+        )
+    return required
+
+
+def _floating(runner, slot: int) -> bool:
+    dtype, _ = runner.slot_meta[slot]
+    return dtype.is_floating_point or dtype.is_complex
 
 
 def _check_exportable(compiled, runner) -> None:
@@ -224,7 +257,6 @@ def _plan_json(compiled, runner, stages, described, batch, n_microbatches, link,
         "n_microbatches": n_microbatches,
         "link_bytes_per_s": link,
         "link": link_source,
-        "torch_required": ".".join(map(str, TORCH_REQUIRED)),
         "exported_with": {"torch": torch.__version__, "tensortorrent": __version__},
         "inputs": [
             {"name": name, "dtype": str(value.dtype).removeprefix("torch."), "shape": list(value.shape)}

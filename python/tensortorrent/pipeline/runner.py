@@ -27,7 +27,7 @@ from ..artifact.layout import MANIFEST
 from ..config import CompileConfig
 from ..errors import ArgumentValueError, ArtifactError
 from ..files import write_text_atomically
-from .export import INPUTS, PLAN, TORCH_REQUIRED
+from .export import INPUTS, PLAN, TORCH_REQUIRED, torch_release
 from .tensor_files import load_tensors, save_tensors
 
 
@@ -51,8 +51,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    check_torch(torch.__version__)
     plan = read_plan(args.directory)
+    check_torch(torch.__version__, plan.get("torch_required", ".".join(map(str, TORCH_REQUIRED))))
     rank, world = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
     check_world(world, plan)
     baseline_rss = peak_rss_bytes()
@@ -68,13 +68,11 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def check_torch(version: str) -> None:
-    found = tuple(int(part) for part in version.split("+")[0].split(".")[:2])
-    if found < TORCH_REQUIRED:
-        raise RuntimeError(
-            f"tensortorrent.pipeline needs torch >= {'.'.join(map(str, TORCH_REQUIRED))} "
-            f"(torch.distributed.pipelining), found {version}"
-        )
+def check_torch(version: str, required: str) -> None:
+    """`required`: the plan's torch_required ("2.4": pipelining; "2.13": a training
+    pipeline passing values that take no gradient between stages)."""
+    if torch_release(version) < torch_release(required):
+        raise RuntimeError(f"this pipeline needs torch >= {required} (torch.distributed.pipelining), found {version}")
 
 
 def read_plan(directory: str) -> dict:
