@@ -25,8 +25,13 @@ stage() {  # stage NAME SECONDS COMMAND...: runs it under a time limit, logging 
   [ "$code" -eq 0 ] || status=1
 }
 
-# The machine's own torch and tools; only the package itself is built and installed.
-stage venv 60 python3 -m venv --system-site-packages "$venv"
+# The machine's own torch and tools; only the package itself is built and installed. Its
+# python3 may itself be a venv (the H200's is /opt/torch/.venv), whose packages a nested
+# venv's --system-site-packages would not see: a .pth file in ours names its site-packages.
+python3 -m venv "$venv"
+purelib=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+python3 -c 'import site; print("\n".join(site.getsitepackages()))' >"$purelib/machine-packages.pth"
+stage venv 60 "$venv/bin/python" -c 'import torch; print("torch", torch.__version__, "from", torch.__file__)'
 stage build 240 "$venv/bin/pip" install --no-build-isolation --no-deps --no-index -e .
 # pytest, where the machine lacks it, from wheels carried along (`make gpu-wheels` fetches them here).
 if ! "$venv/bin/python" -c "import pytest" 2>/dev/null; then

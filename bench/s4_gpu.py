@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
 import traceback
 from datetime import datetime, timezone
@@ -297,6 +298,18 @@ def main() -> None:
     # Last: cold compiles take the longest, and the figures above must not wait on them.
     compiled_in_vram(arguments.device, arguments.quick, arguments.samples, results["fit_in_vram_compiled"], save)
     print(f"results: {arguments.out}")
+    failed = failures(results)
+    for where, error in failed:
+        print(f"failed: {where}: {error}", file=sys.stderr)
+    sys.exit(1 if failed else 0)
+
+
+def failures(results: dict) -> list[tuple[str, object]]:
+    """(where, what) of every part of the run recorded as failed: the exit status says so."""
+    parts = {"beyond_vram": results["beyond_vram"]}
+    for suite in ("fit_in_vram", "fit_in_vram_compiled"):
+        parts.update((f"{suite}.{name}", workload) for name, workload in results[suite].items())
+    return [(where, part["failed"]) for where, part in parts.items() if "failed" in part]
 
 
 if __name__ == "__main__":

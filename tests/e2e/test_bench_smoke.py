@@ -161,6 +161,18 @@ def test_gpu_suite_quick_run_on_the_cpu(tmp_path):
     assert beyond["tensortorrent_agreement"]["cosine_min"] > 0.999 and "accelerate" in beyond
 
 
+def test_gpu_suite_exits_nonzero_naming_what_failed(tmp_path):
+    # A device no machine here has: every part fails, is recorded, and the exit status says so.
+    out = tmp_path / "s4.json"
+    command = [sys.executable, str(ROOT / "bench" / "s4_gpu.py"), "--quick", "--out", str(out), "--device", "cuda:7"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1
+    assert "failed: fit_in_vram.mlp" in done.stderr and "failed: beyond_vram" in done.stderr
+    recorded = json.loads(out.read_text())
+    assert all("unknown device 'cuda:7'" in workload["failed"] for workload in recorded["fit_in_vram"].values())
+    assert recorded["beyond_vram"]["failed"]["error"]
+
+
 @pytest.mark.skipif(shutil.which("hey") is None, reason="the load generator hey is not installed (apt-get install hey)")
 def test_serve_load_benchmark_quick_run(tmp_path):
     results = run_quick("serve_load.py", tmp_path / "serve.json")
