@@ -19,7 +19,8 @@ stage() {  # stage NAME SECONDS COMMAND...: runs it under a time limit, logging 
   local name=$1 limit=$2
   shift 2
   local start=$SECONDS
-  timeout "$limit" "$@" >"$out/$name.log" 2>&1
+  # SIGINT first: pytest then still writes its summary and junit XML of the tests that ran.
+  timeout -s INT -k 15 "$limit" "$@" >"$out/$name.log" 2>&1
   local code=$?
   echo "$name: exit $code after $((SECONDS - start)) s" | tee -a "$out/stages.txt"
   [ "$code" -eq 0 ] || status=1
@@ -40,6 +41,6 @@ fi
 nvidia-smi >"$out/nvidia-smi.txt" 2>&1 || true
 stage device-tests 150 "$venv/bin/python" -m pytest -q -p no:cacheprovider tests/device tests/e2e/test_accelerators.py \
   tests/e2e/test_device_direct.py tests/e2e/test_peer_devices.py tests/e2e/test_host_pins.py \
-  --junitxml "$out/device-tests.xml"
+  --durations 20 --junitxml "$out/device-tests.xml"
 stage s4 300 "$venv/bin/python" bench/s4_gpu.py --out "$out/s4.json"
 exit $status
