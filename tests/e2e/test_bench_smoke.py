@@ -148,6 +148,7 @@ def test_gpu_suite_quick_run_on_the_cpu(tmp_path):
     # The device check's code paths at small sizes on the CPU: no GPU figure, no timing asserted.
     results = run_quick("s4_gpu.py", tmp_path / "s4.json", "--device", "cpu", "--samples", "1")
     assert results["quick"] and results["suite"] == "S4"
+    assert list(results["fit_in_vram"]) == ["mlp_2048x8", "transformer_block", "gpt2_small", "resnet50"], "S1's"
     for workload in results["fit_in_vram"].values():
         assert "failed" not in workload, workload.get("traceback")
         assert workload["agreement_with_cpu_eager"]["cosine_min"] > 0.999
