@@ -39,10 +39,10 @@ from .tensor_files import save_tensors
 PLAN = "pp_plan.json"
 INPUTS = "inputs.safetensors"
 LAUNCHER = "torchrun.sh"
-TORCH_REQUIRED = (2, 4)  # torch.distributed.pipelining's PipelineStage and schedules
+TORCH_REQUIRED = "2.4"  # torch.distributed.pipelining's PipelineStage and schedules
 # Before 2.13 a training PipelineStage asks every value it receives to take a gradient,
 # which a bool mask or integer ids crossing a cut cannot (pytorch/pytorch#183024).
-TRAINING_TORCH_REQUIRED = (2, 13)
+TRAINING_TORCH_REQUIRED = "2.13"
 
 
 def torch_release(version: str) -> tuple[int, int]:
@@ -127,20 +127,17 @@ def _source_of(compiled, training: bool):
 
 def _torch_required(runner, stages, training: bool) -> str:
     """The oldest torch whose pipelining runs these stages; raises where this one cannot."""
-    if not training:
-        return ".".join(map(str, TORCH_REQUIRED))
     crossing = sorted({slot for stage in stages[1:] for slot in stage.inputs if not _floating(runner, slot)})
-    if not crossing:
-        return ".".join(map(str, TORCH_REQUIRED))
-    required = ".".join(map(str, TRAINING_TORCH_REQUIRED))
-    if torch_release(torch.__version__) < TRAINING_TORCH_REQUIRED:
+    if not training or not crossing:
+        return TORCH_REQUIRED
+    if torch_release(torch.__version__) < torch_release(TRAINING_TORCH_REQUIRED):
         values = ", ".join(f"v{slot} ({str(runner.slot_meta[slot][0]).removeprefix('torch.')})" for slot in crossing)
         raise UnsupportedFeatureError(
             f"a training pipeline whose stages receive values that take no gradient ({values})",
             f"torch {torch.__version__}'s pipelining, which asks every received value to take one",
-            f"torch >= {required} runs it",
+            f"torch >= {TRAINING_TORCH_REQUIRED} runs it",
         )
-    return required
+    return TRAINING_TORCH_REQUIRED
 
 
 def _floating(runner, slot: int) -> bool:

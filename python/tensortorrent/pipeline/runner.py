@@ -52,7 +52,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     plan = read_plan(args.directory)
-    check_torch(torch.__version__, plan.get("torch_required", ".".join(map(str, TORCH_REQUIRED))))
+    check_torch(torch.__version__, plan.get("torch_required", TORCH_REQUIRED))
     rank, world = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
     check_world(world, plan)
     baseline_rss = peak_rss_bytes()
