@@ -8,6 +8,7 @@ import math
 import mmap
 import os
 import platform
+import random
 import statistics
 import subprocess
 import time
@@ -24,6 +25,7 @@ from tensortorrent.files import drop_page_cache as evict
 from tensortorrent.files import write_text_atomically
 
 ROOT = Path(__file__).resolve().parent.parent
+ROUND_ORDER_SEED = 0  # compare()'s random order of the systems in each round
 RESULTS_DIR = ROOT / "bench" / "results"
 
 
@@ -82,9 +84,11 @@ def compare(
     systems: dict[str, Callable[[], object]], settings: Settings, errors: dict[str, Exception] | None = None
 ) -> dict[str, dict]:
     """Times the systems interleaved, one sample of each per round, so drift in the machine
-    hits all alike. Each round starts one system further on (A B C, B C A, C A B, ...): no
-    system always runs right after the same other one, whose threads or evicted caches it
-    would inherit. Sample i of every system comes from round i (see paired_ratio).
+    hits all alike. Each round runs them in a new random order (seeded: a rerun repeats
+    it), so no system always runs right after the same other one, whose threads or
+    evicted caches it would inherit, nor always first or last. (Rotating a fixed order
+    would keep every system's predecessor.) Sample i of every system comes from round i
+    (see paired_ratio).
 
     Without `errors` an exception propagates. With it, a system that raises is dropped from
     the timing and its exception kept there under its name, so one failing baseline does not
@@ -98,10 +102,9 @@ def compare(
                 raise
             errors[name] = error
     samples: dict[str, list[float]] = {name: [] for name in batch}
-    names = list(batch)
-    for round_index in range(settings.runs):
-        start = round_index % len(names)
-        for name in [n for n in names[start:] + names[:start] if n in batch]:
+    names, order = list(batch), random.Random(ROUND_ORDER_SEED)
+    for _ in range(settings.runs):
+        for name in [n for n in order.sample(names, len(names)) if n in batch]:
             try:
                 samples[name].append(per_call_us(systems[name], batch[name]))
             except Exception as error:

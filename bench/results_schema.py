@@ -10,6 +10,7 @@ wrong type would otherwise become a KeyError, or worse, a wrong cell in the READ
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime
 from pathlib import Path
 
@@ -261,11 +262,37 @@ def load_latest(results_dir: Path, stem: str) -> dict | None:
     """RESULTS_DIR/STEM-latest.json, validated; None where that suite has not been run.
     A file that is there but broken raises ValueError naming the file and the JSON path."""
     path = Path(results_dir) / f"{stem}-latest.json"
-    if not path.exists():
-        return None
+    return load(path) if path.exists() else None
+
+
+def load(path: Path) -> dict:
+    """One results file, validated; ValueError naming the file and the JSON path."""
     try:
         data = json.loads(path.read_text())
         validate(data)
     except ValueError as error:  # json.JSONDecodeError is one too
         raise ValueError(f"{path}: {error}") from None
     return data
+
+
+def load_latest_elsewhere(results_dir: Path, stem: str, latest: dict | None) -> list[dict]:
+    """Per CPU other than `latest`'s, the newest full run among the dated files
+    RESULTS_DIR/STEM-<UTC>.json that every run writes beside STEM-latest.json, validated;
+    newest first. The latest run's CPU is not the only one users have: another CPU's
+    figures stay in view after a run on this one replaces STEM-latest.json."""
+    here = latest["machine"]["cpu_model"] if latest is not None else None
+    newest: dict[str, dict] = {}
+    for path in sorted(Path(results_dir).glob(f"{stem}-*.json")):
+        if not re.fullmatch(rf"{re.escape(stem)}-\d{{8}}T\d{{6}}Z\.json", path.name):
+            continue
+        data = load(path)
+        cpu = data["machine"]["cpu_model"]
+        if data["mode"] != "full" or cpu == here:
+            continue
+        if cpu not in newest or _utc(data) > _utc(newest[cpu]):
+            newest[cpu] = data
+    return sorted(newest.values(), key=_utc, reverse=True)
+
+
+def _utc(data: dict) -> datetime:
+    return datetime.fromisoformat(data["utc"])

@@ -17,14 +17,23 @@ def harness(monkeypatch):
     return importlib.import_module("harness")
 
 
-def test_each_round_starts_one_system_further_on(harness):
+def test_each_round_runs_every_system_once_in_a_new_order(harness):
     order = []
     systems = {name: (lambda name=name: order.append(name)) for name in "ABC"}
-    settings = harness.Settings(runs=3, sample_ns=1, warmup_ns=0)
+    settings = harness.Settings(runs=30, sample_ns=1, warmup_ns=0)
     timings = harness.compare(systems, settings)
-    del order[: len(order) - 9]  # the warm-up's calls
-    assert order == list("ABCBCACAB")
-    assert all(len(t["samples_us"]) == 3 for t in timings.values())
+    del order[: len(order) - 90]  # the warm-up's calls
+    rounds = [order[i : i + 3] for i in range(0, 90, 3)]
+    assert all(sorted(r) == list("ABC") for r in rounds)
+    # No system keeps its predecessor or its place, as a rotated fixed order would.
+    for name in "ABC":
+        assert {r[r.index(name) - 1] for r in rounds if r.index(name) > 0} == set("ABC") - {name}
+        assert {r.index(name) for r in rounds} == {0, 1, 2}
+    assert all(len(t["samples_us"]) == 30 for t in timings.values())
+    # Seeded: a rerun times them in the same order.
+    again = []
+    harness.compare({name: (lambda name=name: again.append(name)) for name in "ABC"}, settings)
+    assert again[-90:] == order
 
 
 def test_the_paired_ratio_pairs_samples_of_the_same_round(harness):

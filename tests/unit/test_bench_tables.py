@@ -397,6 +397,48 @@ def test_a_readme_without_markers_or_a_broken_results_file_is_an_error(bench, tm
     assert "s1-latest.json: $.torch_threads: missing" in capsys.readouterr().err
 
 
+def on_cpu(cpu: str, utc: str, mode: str = "full", ratio: float = 0.5) -> dict:
+    data = s1_results(mode)
+    data["machine"]["cpu_model"], data["utc"] = cpu, utc
+    data["workloads"]["mlp_2048x8"]["systems"]["tensortorrent"]["paired_ratios"]["eager"] = paired_ratio(ratio)
+    return data
+
+
+def test_s1_on_other_cpus_shows_the_newest_full_run_of_each(bench, tmp_path):
+    tables, schema = bench
+    results = write_results(tmp_path / "results", s1=s1_results())  # AMD EPYC, the latest
+    dated = {
+        "s1-20261201T100000Z.json": on_cpu("Intel Xeon", "2026-12-01T10:00:00+00:00", ratio=0.9),
+        "s1-20261202T100000Z.json": on_cpu("Intel Xeon", "2026-12-02T10:00:00+00:00", ratio=0.8),
+        "s1-20261203T100000Z.json": on_cpu("Intel Xeon", "2026-12-03T10:00:00+00:00", mode="quick"),
+        "s1-20261130T100000Z.json": on_cpu("AMD EPYC", "2026-11-30T10:00:00+00:00"),  # the latest's own CPU
+        "s1-20261129T100000Z.json": on_cpu("Ampere Altra", "2026-11-29T10:00:00+00:00", ratio=0.7),
+        "s1-copy.json": on_cpu("Other", "2026-12-04T10:00:00+00:00"),  # not a dated run: ignored
+    }
+    for name, data in dated.items():
+        (results / name).write_text(json.dumps(data))
+    runs = tables.load_s1_elsewhere(results, tables.load_results(results))
+    assert [(r["machine"]["cpu_model"], r["utc"][:10]) for r in runs] == [
+        ("Intel Xeon", "2026-12-02"),
+        ("Ampere Altra", "2026-11-29"),
+    ]
+    text = tables.render_s1_elsewhere(runs)
+    assert text.startswith("### S1 on other machines\n")
+    assert "Measured on Intel Xeon, 2 usable cores, 23.5 GiB RAM; commit `0123456789`; 2026-12-02 10:00 UTC" in text
+    assert (
+        "| workload | eager | torch.compile | ONNX Runtime | TensorTorrent | TensorTorrent (Inductor regions) "
+        "| TensorTorrent (auto regions) |" in text
+    )
+    assert "| mlp_2048x8 | 11.1 ms | failed | missing (not installed) | 0.80x | 0.09x | not recorded |" in text
+    assert "| mlp_2048x8 | 11.1 ms | failed | missing (not installed) | 0.70x | 0.09x | not recorded |" in text
+    block = tables.render(tables.load_results(results), [], runs)
+    assert block.index("### S1: models") < block.index("### S1 on other machines") < block.index("S2 has not")
+    # A broken dated file is an error naming it, as a broken latest one is.
+    (results / "s1-20261128T100000Z.json").write_text("{")
+    with pytest.raises(ValueError, match="s1-20261128T100000Z.json"):
+        schema.load_latest_elsewhere(results, "s1", None)
+
+
 def test_the_readme_tables_are_those_of_the_results_in_the_repository(bench, capsys):
     """make bench regenerates them; a results file committed without the README would fail here."""
     tables, _ = bench

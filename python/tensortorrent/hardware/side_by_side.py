@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-TIMED_SAMPLES = 5  # interleaved samples of each
+TIMED_SAMPLES = 6  # interleaved samples of each: as often first as second
 SAMPLE_S = 0.002  # each sample repeats a call for at least this long
 
 
@@ -17,8 +17,9 @@ def time_side_by_side(
     first: Callable[[], Any], second: Callable[[], Any], sync: Callable[[], Any] | None = None
 ) -> tuple[float, float]:
     """Median seconds per call of each, timed interleaved after two warm-up calls of each
-    (a kernel's first call may set up its primitives). `sync` waits for the work the calls
-    queued on a device, which returns before computing it."""
+    (a kernel's first call may set up its primitives), the order swapped every sample, so
+    that neither always inherits the other's caches and threads. `sync` waits for the work
+    the calls queued on a device, which returns before computing it."""
     sync = sync or (lambda: None)
     with torch.no_grad():
         for _ in range(2):
@@ -26,10 +27,10 @@ def time_side_by_side(
             second()
         sync()
         repeats = max(1, round(SAMPLE_S / max(_one_call(first, 1, sync), 1e-7)))
-        samples: tuple[list[float], list[float]] = ([], [])
-        for _ in range(TIMED_SAMPLES):
-            samples[0].append(_one_call(first, repeats, sync))
-            samples[1].append(_one_call(second, repeats, sync))
+        calls, samples = (first, second), ([], [])
+        for sample in range(TIMED_SAMPLES):
+            for which in (0, 1) if sample % 2 == 0 else (1, 0):
+                samples[which].append(_one_call(calls[which], repeats, sync))
     return statistics.median(samples[0]), statistics.median(samples[1])
 
 
