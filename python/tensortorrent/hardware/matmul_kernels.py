@@ -2,10 +2,11 @@
 
 aten's linear, addmm and mm call the BLAS torch was built with (MKL in the x86 wheels). The
 same wheel carries oneDNN, whose kernels are picked by instruction set rather than by CPU
-vendor. On the AMD EPYC these figures come from, oneDNN multiplied GPT-2's float32 linears
+vendor. On an AMD EPYC, oneDNN multiplied GPT-2's float32 linears
 2.4-2.9x faster than MKL (128 x 768 x 3072: 465 against 150 GFLOP/s), the weights read in
 place, and another 1.3x faster on a weight packed once into its blocked layout
-(`packed_timing`; 1.8x for a batch of 8 rows through 2048 x 2048). Which is faster
+(`packed_timing`; 1.8x for a batch of 8 rows through 2048 x 2048); on an Intel Xeon with
+AVX-512, where MKL is fast, the two were within about 7% of each other. Which is faster
 depends on the CPU, the shape and the dtype, so each distinct product is timed once per
 process, on random values of its shape.
 
