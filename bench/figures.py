@@ -20,7 +20,10 @@ import matplotlib.ticker
 
 matplotlib.use("Agg")  # files only: no display on the benchmark machines
 import matplotlib.pyplot as plt  # noqa: E402  (after choosing the backend)
-from tables import FIGURES_DIR, NOT_OK, RESULTS_DIR, S1_SYSTEMS, S2_SYSTEMS, SUITES, load_results  # noqa: E402
+from table_format import NOT_OK  # noqa: E402
+from tables import FIGURES_DIR, RESULTS_DIR, SUITES, load_results  # noqa: E402
+from tables_s1 import S1_SYSTEMS  # noqa: E402
+from tables_s2 import S2_SYSTEMS  # noqa: E402
 
 COMMANDS = {suite.key: suite.command for suite in SUITES}
 

@@ -34,6 +34,13 @@ def bench(monkeypatch):
     return importlib.import_module("tables"), importlib.import_module("results_schema")
 
 
+@pytest.fixture
+def suites(monkeypatch):
+    """Each suite's renderer (bench/tables_s1.py, _s2, _s3)."""
+    monkeypatch.syspath_prepend(str(ROOT / "bench"))
+    return [importlib.import_module(f"tables_s{n}") for n in (1, 2, 3)]
+
+
 def ok(median_us: float, low_us: float, high_us: float, ratio: float, error: float, **extra) -> dict:
     timing = {"median_us": median_us, "min_us": low_us, "max_us": high_us, "calls_per_sample": 8}
     timing["samples_us"] = [low_us, median_us, high_us]
@@ -269,57 +276,51 @@ def test_the_validator_names_the_path_in_s2_and_s3(bench):
         schema.validate({"benchmark": "overhead"})
 
 
-def test_the_s1_table_is_exactly_the_expected_markdown(bench):
-    tables, _ = bench
-    assert tables.render_s1(s1_results()) == EXPECTED_S1
+def test_the_s1_table_is_exactly_the_expected_markdown(suites):
+    assert suites[0].render_s1(s1_results()) == EXPECTED_S1
 
 
-def test_paired_ratios_to_torch_compile_join_those_to_eager_where_it_ran(bench):
-    tables, _ = bench
+def test_paired_ratios_to_torch_compile_join_those_to_eager_where_it_ran(suites):
     data = s1_results()
     systems = data["workloads"]["mlp_2048x8"]["systems"]
     systems["torch_compile"] = ok(10900.0, 10500.0, 12000.0, 0.978, 1e-6)
     systems["tensortorrent_inductor"]["paired_ratios"]["torch_compile"] = paired_ratio(0.974)
-    text = tables.render_s1(data)
+    text = suites[0].render_s1(data)
     assert "| mlp_2048x8 | torch.compile | 0.978x [0.968, 0.998] | - |" in text
     assert "|  | TensorTorrent (Inductor regions) | 0.085x [0.075, 0.105] | 0.974x [0.964, 0.994] |" in text
 
 
-def test_results_without_paired_ratios_get_no_paired_table(bench):
-    tables, _ = bench
+def test_results_without_paired_ratios_get_no_paired_table(suites):
     data = s1_results()
     for result in data["workloads"]["mlp_2048x8"]["systems"].values():
         result.pop("paired_ratios", None)
-    assert "Paired ratios" not in tables.render_s1(data)
+    assert "Paired ratios" not in suites[0].render_s1(data)
 
 
-def test_a_failed_or_missing_baseline_stays_in_the_table_with_its_error(bench):
-    tables, _ = bench
+def test_a_failed_or_missing_baseline_stays_in_the_table_with_its_error(suites):
     data = s1_results()
     data["workloads"]["mlp_2048x8"]["systems"]["torch_compile"]["error"] = "x" * 1000
     del data["workloads"]["mlp_2048x8"]["systems"]["tensortorrent_inductor"]
-    text = tables.render_s1(data)
+    text = suites[0].render_s1(data)
     assert "| torch.compile | failed, note 1 |" in text
     assert f"1. torch.compile on mlp_2048x8, failed: `{'x' * 300} ...` (the whole error is in the results file)" in text
     assert "| ONNX Runtime | missing (not installed), note 2 |" in text
     assert "| TensorTorrent (Inductor regions) | not recorded |" in text
 
 
-def test_a_quick_run_says_so_first(bench):
-    tables, _ = bench
-    text = tables.render_s1(s1_results(mode="quick"))
+def test_a_quick_run_says_so_first(suites):
+    text = suites[0].render_s1(s1_results(mode="quick"))
     assert text.splitlines()[2] == "**Quick run: smaller sizes, fewer samples; a smoke test, not a measurement.**"
     assert "2026-12-03 10:00 UTC; quick run." in text
 
 
-def test_the_s2_and_s3_tables(bench):
-    tables, _ = bench
-    s2 = tables.render_s2(s2_results())
+def test_the_s2_and_s3_tables(suites):
+    s2 = suites[1].render_s2(s2_results())
     assert "| mlp (width 4096, 64 layers) | 4.00 GiB | 2.00 GiB | 819 ms = max(380 ms, 2.42 GB / 2.95 GB/s) |" in s2
     assert "| 1.150x | 2.340x | 1.010 (2.61 GB/s) |" in s2
     assert "| mlp at 2.00 GiB | TensorTorrent | 950 ms (920-1020) | 1.150x | 2.50 GiB | 0 |" in s2
     assert "|  | Accelerate (disk offload) | 2.22 s (2.01-2.44) | 2.710x | 6.00 GiB | 0 |" in s2
-    s3 = tables.render_s3(s3_results())
+    s3 = suites[2].render_s3(s3_results())
     assert "**Quick run" in s3 and "commit `0123456789` (with uncommitted changes)" in s3
     assert "| (a) gap to the exhaustive optimum, 300 small problems | median 0.00%, worst 0.40%; 100.0% within 1%" in s3
     assert "| (b) planning time, 1000 regions on 4 devices | 342 ms (337-343) | under 1 s |" in s3
@@ -328,14 +329,14 @@ def test_the_s2_and_s3_tables(bench):
 
 
 @pytest.mark.parametrize("status", ["failed", "missing"])
-def test_an_s2_baseline_that_did_not_run_stays_in_the_tables_with_its_error(bench, status):
-    tables, schema = bench
+def test_an_s2_baseline_that_did_not_run_stays_in_the_tables_with_its_error(bench, suites, status):
+    _, schema = bench
     data = s2_results()
     workload = data["checkpoints"][0]
     workload["systems"]["accelerate"] = {"system": "accelerate", "status": status, "error": "RuntimeError: out of disk"}
     workload["accelerate_over_tensortorrent"] = None
     schema.validate(data)
-    s2 = tables.render_s2(data)
+    s2 = suites[1].render_s2(data)
     label = "failed" if status == "failed" else "missing (not installed)"
     assert f"|  | Accelerate (disk offload) | {label}, note 1 |  |  |  |" in s2
     assert f"1. Accelerate (disk offload) on mlp, {status}: `RuntimeError: out of disk`" in s2
@@ -404,7 +405,7 @@ def on_cpu(cpu: str, utc: str, mode: str = "full", ratio: float = 0.5) -> dict:
     return data
 
 
-def test_s1_on_other_cpus_shows_the_newest_full_run_of_each(bench, tmp_path):
+def test_s1_on_other_cpus_shows_the_newest_full_run_of_each(bench, suites, tmp_path):
     tables, schema = bench
     results = write_results(tmp_path / "results", s1=s1_results())  # AMD EPYC, the latest
     dated = {
@@ -422,7 +423,7 @@ def test_s1_on_other_cpus_shows_the_newest_full_run_of_each(bench, tmp_path):
         ("Intel Xeon", "2026-12-02"),
         ("Ampere Altra", "2026-11-29"),
     ]
-    text = tables.render_s1_elsewhere(runs)
+    text = suites[0].render_s1_elsewhere(runs)
     assert text.startswith("### S1 on other machines\n")
     assert "Measured on Intel Xeon, 2 usable cores, 23.5 GiB RAM; commit `0123456789`; 2026-12-02 10:00 UTC" in text
     assert (
