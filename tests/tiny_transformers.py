@@ -67,12 +67,17 @@ def resnet():
     return transformers.ResNetModel(config).eval()
 
 
+def built(name: str) -> nn.Module:
+    """One of MODELS with random weights, in eval mode."""
+    cls, config = MODELS[name]
+    return cls(config()).eval()
+
+
 def saved_model(name: str, directory, sharded: bool):
     """A model with random weights, saved as Hugging Face saves it (tied weights once; with
     `sharded`, an index over several files); returns it in eval mode."""
     torch.manual_seed(0)
-    cls, config = MODELS[name]
-    model = cls(config()).eval()
+    model = built(name)
     model.save_pretrained(directory, max_shard_size="60KB" if sharded else "10GB")
     return model
 

@@ -14,7 +14,7 @@ from torch import nn
 
 import tensortorrent as tt
 from conftest import eager_outputs, rss_growth
-from tiny_transformers import DECODER, MODELS, VOCAB, gpt2_config, llama_config, logits, meta_model, saved_model
+from tiny_transformers import DECODER, MODELS, VOCAB, built, logits, meta_model, saved_model
 
 
 def weight_bytes(model: nn.Module) -> int:
@@ -71,7 +71,7 @@ def test_names_match_through_a_wrapper_module(tmp_path):
 
 def test_a_real_model_takes_the_checkpoints_weights(tmp_path):
     eager = saved_model("gpt2", tmp_path, sharded=False)
-    other = transformers.GPT2LMHeadModel(gpt2_config()).eval()  # other random weights
+    other = built("gpt2")  # other random weights
     ids = torch.randint(0, VOCAB, (1, 8))
     compiled = tt.compile(other, (ids,), checkpoint=tmp_path / "model.safetensors")
     torch.testing.assert_close(logits(compiled(ids)), logits(eager_outputs(eager, (ids,))))
@@ -312,7 +312,7 @@ def test_a_checkpoint_over_the_budget_with_disk_streaming_refused_is_an_error(tm
 
 def test_an_exported_program_compiles_with_its_own_weights_and_inputs():
     torch.manual_seed(0)
-    model = transformers.LlamaForCausalLM(llama_config()).eval()
+    model = built("llama")
     ids = torch.randint(0, VOCAB, (1, 8))
     compiled = tt.compile(torch.export.export(model, (ids,)))  # its example inputs serve
     torch.testing.assert_close(logits(compiled(ids)), logits(eager_outputs(model, (ids,))))
@@ -320,7 +320,7 @@ def test_an_exported_program_compiles_with_its_own_weights_and_inputs():
 
 def test_an_exported_program_takes_its_weights_from_a_checkpoint(tmp_path):
     eager = saved_model("llama", tmp_path, sharded=True)
-    other = transformers.LlamaForCausalLM(llama_config()).eval()  # other random weights, not used
+    other = built("llama")  # other random weights, not used
     ids = torch.randint(0, VOCAB, (1, 8))
     exported = torch.export.export(other, (ids,))
     config = tt.CompileConfig(ram_budget_bytes=weight_bytes(eager) // 2)
@@ -349,7 +349,7 @@ def test_a_pt2_file_is_opened_only_as_a_weightless_program(tmp_path):
 
 def test_an_artifacts_program_runs_from_its_weights_file_which_holds_its_constants(tmp_path):
     torch.manual_seed(0)
-    model = transformers.LlamaForCausalLM(llama_config()).eval()
+    model = built("llama")
     ids = torch.randint(0, VOCAB, (1, 8))
     tt.compile(model, (ids,)).save(tmp_path / "artifact")
     program = str(tmp_path / "artifact" / "program.pt2")  # holds no tensor data: rotary frequencies neither
@@ -368,6 +368,6 @@ def test_a_meta_model_without_a_checkpoint_is_refused_before_export():
 def test_an_exported_gpt2_keeps_its_tied_head_tied_to_the_saved_embedding(tmp_path):
     eager = saved_model("gpt2", tmp_path, sharded=False)
     ids = torch.randint(0, VOCAB, (1, 8))
-    exported = torch.export.export(transformers.GPT2LMHeadModel(gpt2_config()).eval(), (ids,))
+    exported = torch.export.export(built("gpt2"), (ids,))
     compiled = tt.compile(exported, checkpoint=tmp_path)
     torch.testing.assert_close(logits(compiled(ids)), logits(eager_outputs(eager, (ids,))))

@@ -151,11 +151,11 @@ def test_a_product_is_timed_on_a_bounded_part_of_it(monkeypatch):
 
 
 def gpt2():
-    transformers = pytest.importorskip("transformers")
-    from tiny_transformers import gpt2_config
+    pytest.importorskip("transformers")
+    from tiny_transformers import built
 
     torch.manual_seed(0)
-    return transformers.GPT2LMHeadModel(gpt2_config()).eval()
+    return built("gpt2")
 
 
 @pytest.mark.parametrize("backend", ["eager", "inductor"])
