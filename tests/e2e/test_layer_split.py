@@ -31,7 +31,9 @@ def cpu_layer_seconds() -> float:
     (its kernels differ by machine: aten's BLAS or oneDNN, 0.04 to 0.4 ms)."""
     x = torch.randn(1, WIDTH)
     compiled = tt.compile(stack(), (x,), devices="cpu", config=tt.CompileConfig(prefer_direct_path=False))
-    return statistics.median(measure_cpu_seconds(compiled._runner, [x], repeats=9))
+    # The least of three medians: a busy spell on a shared machine only ever slows a
+    # measurement, and a link calibrated to a slow one makes the cpu alone look best.
+    return min(statistics.median(measure_cpu_seconds(compiled._runner, [x], repeats=9)) for _ in range(3))
 
 
 def small_device() -> tt.VirtualDevice:
