@@ -36,6 +36,8 @@ stage venv 60 "$venv/bin/python" -c 'import torch; print("torch", torch.__versio
 stage build 240 "$venv/bin/pip" install --no-build-isolation --no-deps --no-index -e .
 # pytest, where the machine lacks it, from wheels carried along (`make gpu-wheels` fetches them here).
 if ! "$venv/bin/python" -c "import pytest" 2>/dev/null; then
+  [ -d build/gpu-wheels ] || echo "no pytest here and no build/gpu-wheels: run make gpu-wheels and carry build/gpu-wheels" \
+    | tee -a "$out/stages.txt"
   stage pytest-wheels 60 "$venv/bin/pip" install --no-index --find-links build/gpu-wheels pytest
 fi
 nvidia-smi >"$out/nvidia-smi.txt" 2>&1 || true

@@ -14,6 +14,7 @@ from .errors import ConfigTypeError, ConfigValueError
 from .objective import Objective, as_objective, check_weights
 
 REGION_BACKENDS = ("eager", "inductor", "auto")
+MAX_IO_QUEUE_DEPTH = 1024  # the I/O engine's most threads (cpp/src/storage/io_engine.cc)
 
 
 @dataclass(frozen=True)
@@ -136,11 +137,13 @@ class CompileConfig:
         if self.prefetch_distance is not None:
             _check_int("prefetch_distance", self.prefetch_distance, minimum=0)
         if self.io_queue_depth is not None:
-            _check_int("io_queue_depth", self.io_queue_depth, minimum=1)
+            _check_int("io_queue_depth", self.io_queue_depth, minimum=1, maximum=MAX_IO_QUEUE_DEPTH)
         if self.spill_dir is not None and (not isinstance(self.spill_dir, str) or not self.spill_dir):
             raise (ConfigValueError if isinstance(self.spill_dir, str) else ConfigTypeError)(
                 f"CompileConfig.spill_dir: expected a non-empty path string, got {self.spill_dir!r}"
             )
+        if self.spill_dir is not None and os.path.exists(self.spill_dir) and not os.path.isdir(self.spill_dir):
+            raise ConfigValueError(f"CompileConfig.spill_dir: expected a directory, got {self.spill_dir!r}, a file")
         # Normalised in place (the dataclass is frozen): names become Objective members.
         objective = as_objective(self.objective)
         object.__setattr__(self, "objective", objective)
@@ -164,11 +167,13 @@ def _type_name(value: object) -> str:
     return type(value).__name__
 
 
-def _check_int(name: str, value: object, *, minimum: int) -> None:
+def _check_int(name: str, value: object, *, minimum: int, maximum: int | None = None) -> None:
     if isinstance(value, bool) or not isinstance(value, int):
         raise ConfigTypeError(f"CompileConfig.{name}: expected an int, got {_type_name(value)} ({value!r})")
     if value < minimum:
         raise ConfigValueError(f"CompileConfig.{name}: expected an int >= {minimum}, got {value}")
+    if maximum is not None and value > maximum:
+        raise ConfigValueError(f"CompileConfig.{name}: expected an int <= {maximum}, got {value}")
 
 
 def _check_bool(name: str, value: object) -> None:

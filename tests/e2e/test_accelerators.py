@@ -118,3 +118,21 @@ def test_training_on_a_device_with_memory_of_its_own_streams_parameters_and_eval
 
     train_side_by_side(compiled, eager, x, lambda parameters: torch.optim.Adam(parameters, lr=1e-2), steps=3)
     assert parameter_copies(compiled) == 8, "each step copies every weight and bias to the device"
+
+
+@pytest.mark.parametrize("budget_layers", [None, 2.7], ids=["resident", "over-budget"])
+def test_new_weights_change_the_outputs_where_the_device_holds_copies(apart_device, budget_layers):
+    import copy
+
+    torch.manual_seed(0)
+    model, x = Stack(layers=4).eval(), torch.randn(BATCH, WIDTH)
+    budget = None if budget_layers is None else int(budget_layers * LAYER_BYTES)
+    compiled = tt.compile(model, (x,), config=tt.CompileConfig(vram_budget_bytes=budget), devices=[apart_device])
+    compiled(x)
+    halved = {name: value * 0.5 for name, value in compiled.state_dict().items()}
+    compiled.load_state_dict(halved)
+    expected = copy.deepcopy(model)
+    torch.testing.assert_close(compiled(x), expected(x), rtol=1e-5, atol=1e-6)
+    with torch.no_grad():  # an edit in place, as weight surgery does
+        next(model.parameters()).add_(1.0)
+    torch.testing.assert_close(compiled(x), model(x), rtol=1e-5, atol=1e-6)

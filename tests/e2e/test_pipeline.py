@@ -156,6 +156,9 @@ def test_bad_requests_name_the_figures(tmp_path):
         compiled.export_pipeline(tmp_path / "p", 5)
     with pytest.raises(ValueError, match="n_microbatches=1 is fewer than the 2 stages"):
         compiled.export_pipeline(tmp_path / "p", 2, n_microbatches=1)
+    for stages in (0, -1):
+        with pytest.raises(ValueError, match=f"num_stages: expected a positive int, got {stages}"):
+            compiled.export_pipeline(tmp_path / "p", stages)
     assert not (tmp_path / "p").exists(), "nothing is written for a refused request"
     compiled.export_pipeline(tmp_path / "p", 2)
     done = torchrun(tmp_path / "p", "--timeout-s", "60", processes=3)

@@ -49,3 +49,17 @@ def test_a_streamed_compile_saves_a_whole_artifact(tmp_path):
     loaded = tt.load_compiled(tmp_path / "artifact")
     torch.testing.assert_close(loaded(x), eager_outputs(model, (x,)))
     assert os.path.getsize(tmp_path / "artifact" / "weights.safetensors") >= weight_bytes(model)
+
+
+def test_new_weights_are_refused_where_calls_read_them_from_disk(tmp_path):
+    model, x = deep_mlp(), torch.randn(4, 128)
+    compiled = compile_streamed(model, x, tmp_path, weight_bytes(model) // 3)
+    expected = eager_outputs(model, (x,))
+    halved = {name: value * 0.5 for name, value in compiled.state_dict().items()}
+    with pytest.raises(tt.UnsupportedFeatureError, match=r"load_state_dict\(\) cannot be combined with .*streamed"):
+        compiled.load_state_dict(halved)
+    torch.testing.assert_close(compiled(x), expected)
+    with torch.no_grad():
+        next(model.parameters()).mul_(0.5)
+    with pytest.raises(tt.UnsupportedFeatureError, match="changing a parameter in place .* compile it again"):
+        compiled(x)

@@ -161,3 +161,45 @@ def test_pickled_parts_are_refused_before_anything_is_unpickled(artifact, tmp_pa
     assert not marker.exists()
     pickle.loads(payload).close()  # the payload is real: unpickling it does create the marker
     assert marker.exists()
+
+
+def rewrite_program(artifact, change):
+    """program.pt2 with `change(name, bytes) -> bytes` applied to each entry, integrity refreshed."""
+    original = (artifact / "program.pt2").read_bytes()
+    rebuilt = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(original)) as source, zipfile.ZipFile(rebuilt, "w") as target:
+        for entry in source.infolist():
+            target.writestr(entry, change(entry.filename, source.read(entry)))
+    (artifact / "program.pt2").write_bytes(rebuilt.getvalue())
+    refresh_integrity(artifact)
+
+
+def test_an_output_type_this_process_cannot_rebuild_is_named(artifact):
+    def renamed(name, data):  # the outputs as a class that no module registered
+        return data.replace(b'\\"type\\": \\"builtins.tuple\\"', b'\\"type\\": \\"elsewhere.Outputs\\"')
+
+    rewrite_program(artifact, lambda name, data: renamed(name, data) if name.endswith("model.json") else data)
+    load_fails(artifact, r"program.pt2: its inputs or outputs are a elsewhere.Outputs, .* import the module")
+
+
+def test_a_damaged_program_without_verification_fails_clearly(artifact):
+    data = bytearray((artifact / "program.pt2").read_bytes())
+    start = data.index(b'"graph_module"')  # inside the compressed-or-stored model.json
+    data[start : start + 14] = b'"grXph_module"'
+    (artifact / "program.pt2").write_bytes(bytes(data))
+    load_fails(artifact, r"program.pt2: (damaged archive|unreadable program)", verify_integrity=False)
+
+
+def test_outputs_torch_export_cannot_record_are_refused_and_nothing_is_written(tmp_path):
+    import collections
+
+    pair = collections.namedtuple("Pair", "doubled shifted")
+
+    class Paired(nn.Module):
+        def forward(self, x):
+            return pair(x * 2, x + 1)
+
+    compiled = tt.compile(Paired(), example_inputs=(torch.randn(3),))
+    with pytest.raises(tt.UnsupportedError, match="saving: .*namedtuple.*return tuples, lists or dicts"):
+        compiled.save(tmp_path / "a")
+    assert list(tmp_path.iterdir()) == []

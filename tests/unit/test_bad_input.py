@@ -56,7 +56,11 @@ def good_call(model, compiled):
             {"bias": torch.randn(4)},
             r"structured as .*got \(\*, \(\*\), bias=\*\)",
         ),
-        ((torch.randn(3, 8), torch.randn(3, 4)), {}, r"keyword inputs \['bias'\], got \[\]"),
+        (
+            (torch.randn(3, 8), torch.randn(3, 4)),
+            {},
+            r"2 positional input\(s\) and keyword inputs \['bias'\], got 2 positional and keyword inputs \[\]",
+        ),
         ((torch.randn(3, 8), torch.randn(3, 4)), {"bias": torch.randn(4), "extra": 1}, "keyword inputs"),
         (
             (torch.randn(3, 8), 3.0),
@@ -108,6 +112,16 @@ def test_export_failure_carries_exports_reason():
     assert model.training, "the caller's mode is restored after a failed capture"
 
 
+class PositiveOnly(nn.Module):
+    def forward(self, x):
+        return x[x > 0] * 2  # export captures it, with an output shape no plan can size
+
+
+def test_a_shape_that_depends_on_the_inputs_values_is_refused_at_compile():
+    with pytest.raises(tt.UnsupportedError, match=r"shape \(u0,\), which depends on the input's values .*x\[x > 0\]"):
+        tt.compile(PositiveOnly(), example_inputs=(torch.randn(2, 8),))
+
+
 def test_mismatched_constant_input():
     class Flagged(nn.Module):
         def forward(self, x, double: bool):
@@ -117,3 +131,14 @@ def test_mismatched_constant_input():
     with pytest.raises(tt.InputMismatchError, match=r"args\[1\]: compiled for the constant bool True, got bool False"):
         compiled(torch.randn(2), False)
     torch.testing.assert_close(compiled(torch.ones(2), True), torch.full((2,), 2.0))
+
+
+def test_casting_or_moving_a_compiled_module_is_refused_and_leaves_the_model_as_it_was():
+    model, x = nn.Linear(4, 4).eval(), torch.randn(2, 4)
+    compiled = tt.compile(model, example_inputs=(x,))
+    compiled.to("cpu").float()  # changes nothing: applied as on any module
+    for change in (compiled.half, compiled.double, lambda: compiled.to("meta")):
+        with pytest.raises(tt.UnsupportedFeatureError, match="from torch.float32 on cpu to .* compile it again"):
+            change()
+    assert model.weight.dtype == torch.float32 and model.weight.device.type == "cpu"
+    torch.testing.assert_close(compiled(x), model(x).detach())

@@ -49,6 +49,8 @@ def test_cancelling_one_handle_leaves_a_concurrent_call_alone(chain, hooks):
     first = compiled.submit(x)
     assert first_waiting.wait(timeout=30)
     first.cancel()
+    with pytest.raises(TimeoutError, match="did not finish within 0.01 s; it goes on"):
+        first.result(timeout=0.01)  # still held at the gate
     second = compiled(x)  # runs on this thread meanwhile, untouched by the cancel
     gate.set()
     with pytest.raises(tt.ExecutionCancelled):

@@ -52,6 +52,8 @@ def test_wrong_type_raises_type_error_naming_the_field(field, value):
         ("spill_dir", ""),
         ("prefetch_distance", -1),
         ("io_queue_depth", 0),
+        ("io_queue_depth", 1025),
+        ("spill_dir", __file__),
         ("activation_budget_bytes", 0),
     ],
 )

@@ -123,3 +123,12 @@ def test_another_exchange_error_names_the_path_and_the_os_error(old, monkeypatch
         publish_directory(str(old), artifact_writer("new"))
     assert contents(old) == {"manifest.json": "old", "weights.safetensors": "old"}
     assert only_the_target_is_left(old)
+
+
+def test_missing_parent_folders_are_created_and_an_unwritable_place_is_named(tmp_path):
+    target = tmp_path / "new" / "deeper" / "artifact"
+    publish_directory(str(target), artifact_writer("v1"))
+    assert contents(target) == {"manifest.json": "v1", "weights.safetensors": "v1"}
+    (tmp_path / "a-file").write_text("")
+    with pytest.raises(tt.ArtifactError, match=r"a-file/artifact: cannot write in .*a-file \("):
+        publish_directory(str(tmp_path / "a-file" / "artifact"), artifact_writer("v1"))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import io
 import json
 import re
@@ -9,9 +10,10 @@ import warnings
 import zipfile
 
 import torch
+import torch.utils._pytree as pytree
 
 from ..capture.export import meta_like, with_tensors
-from ..errors import UnsafeArtifactError
+from ..errors import ArtifactError, UnsafeArtifactError, UnsupportedError
 
 # Entries a weightless archive may hold (below its top folder). Anything else (pickled
 # sample inputs or constants, custom objects, compiled libraries) is refused unread.
@@ -20,6 +22,10 @@ _ALLOWED = re.compile(
     r"|models/[\w.-]+\.json|data/(weights|constants)/[\w.-]+|data/sample_inputs/[\w.-]+)"
 )
 _CONFIGS = ("data/weights/model_weights_config.json", "data/constants/model_constants_config.json")
+# Packages whose output types (transformers' ModelOutput classes) register themselves with
+# torch's pytree when their module is imported: a program that names one imports that
+# module of the installed package, so an artifact loads without the model's code.
+_SELF_REGISTERING = ("transformers",)
 
 
 def program_bytes(exported: torch.export.ExportedProgram) -> bytes:
@@ -36,7 +42,14 @@ def program_bytes(exported: torch.export.ExportedProgram) -> bytes:
     buffer = io.BytesIO()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)  # torch's own pytree deprecation notices
-        torch.export.save(weightless, buffer)
+        try:
+            torch.export.save(weightless, buffer)
+        except NotImplementedError as error:  # a structure type torch's pytree cannot serialize
+            reason = str(error).strip().splitlines()[0]
+            raise UnsupportedError(
+                f"saving: the model's inputs or outputs hold a type torch.export cannot record ({reason}); "
+                "return tuples, lists or dicts of tensors instead"
+            ) from error
     return buffer.getvalue()
 
 
@@ -60,7 +73,11 @@ def check_safe(data: bytes | bytearray | memoryview, name: str) -> None:
         if inner.startswith("data/") and not inner.endswith(".json") and entry.file_size:
             raise UnsafeArtifactError(f"{name}: {entry.filename!r} holds data; weights come only from safetensors")
         if inner.endswith(tuple(_CONFIGS)):
-            _check_config(archive.read(entry), f"{name}: {entry.filename}")
+            try:
+                raw = archive.read(entry)
+            except zipfile.BadZipFile as error:  # a CRC that does not match: read unverified
+                raise ArtifactError(f"{name}: damaged archive ({error})") from error
+            _check_config(raw, f"{name}: {entry.filename}")
 
 
 def _check_config(raw: bytes, where: str) -> None:
@@ -76,6 +93,62 @@ def _check_config(raw: bytes, where: str) -> None:
 def load_program(data: bytes | bytearray | memoryview, name: str) -> torch.export.ExportedProgram:
     """The program, after check_safe passed; its tensors are meta tensors to be replaced."""
     check_safe(data, name)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", FutureWarning)
-        return torch.export.load(io.BytesIO(bytes(data)))
+    try:
+        _register_structure_types(zipfile.ZipFile(io.BytesIO(bytes(data))), name)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)
+            return torch.export.load(io.BytesIO(bytes(data)))
+    except ArtifactError:
+        raise
+    except Exception as error:  # a damaged archive fails in many ways (zip CRCs, JSON, torch's schema)
+        raise ArtifactError(f"{name}: unreadable program ({type(error).__name__}: {error})") from error
+
+
+def _register_structure_types(archive: zipfile.ZipFile, name: str) -> None:
+    """Makes every type the program's input and output structures name known to torch's
+    pytree, which rebuilds them: a self-registering package's module is imported from the
+    installed package; any other unknown type is an ArtifactError naming it."""
+    known = pytree.SERIALIZED_TYPE_TO_PYTHON_TYPE
+    for type_name in sorted(_structure_types(archive) - set(known)):
+        module, _, _ = type_name.rpartition(".")
+        if module.split(".")[0] in _SELF_REGISTERING:
+            try:
+                importlib.import_module(module)
+            except ImportError as error:
+                raise ArtifactError(
+                    f"{name}: its outputs are a {type_name}, and {module} cannot be imported ({error})"
+                ) from error
+        if type_name not in known:
+            raise ArtifactError(
+                f"{name}: its inputs or outputs are a {type_name}, which this process has not registered with "
+                f"torch.utils._pytree: import the module that defines and registers it before loading"
+            )
+
+
+def _structure_types(archive: zipfile.ZipFile) -> set[str]:
+    """The type names in the serialized input and output structures (pytree specs) of the
+    archive's programs."""
+    names: set[str] = set()
+    for entry in archive.namelist():
+        if entry.split("/", 1)[-1].startswith("models/") and entry.endswith(".json"):
+            _collect_spec_types(json.loads(archive.read(entry)), names)
+    return names
+
+
+def _collect_spec_types(value: object, names: set[str]) -> None:
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if key in ("in_spec", "out_spec") and isinstance(item, str):
+                _collect_node_types(json.loads(item)[1], names)
+            else:
+                _collect_spec_types(item, names)
+    elif isinstance(value, list):
+        for item in value:
+            _collect_spec_types(item, names)
+
+
+def _collect_node_types(node: dict, names: set[str]) -> None:
+    if node.get("type") is not None:
+        names.add(node["type"])
+    for child in node.get("children_spec", ()):
+        _collect_node_types(child, names)

@@ -39,7 +39,11 @@ def publish_directory(target: str, write: Callable[[str], None], marker: str = M
     target = os.path.abspath(target)
     parent = os.path.dirname(target)
     _check_replaceable(target, marker)
-    staging = tempfile.mkdtemp(prefix=f".{os.path.basename(target)}.saving-", dir=parent)
+    try:
+        os.makedirs(parent, exist_ok=True)  # as `mkdir -p` would
+        staging = tempfile.mkdtemp(prefix=f".{os.path.basename(target)}.saving-", dir=parent)
+    except OSError as error:
+        raise ArtifactError(f"{target}: cannot write in {parent} ({error.strerror or error})") from error
     try:
         write(staging)
         for name in os.listdir(staging):

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import torch
 from torch import nn
 
-from ..errors import CaptureError, InvalidArgumentError
+from ..errors import CaptureError, InvalidArgumentError, UnsupportedError
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +67,22 @@ def functional_program(exported: torch.export.ExportedProgram) -> torch.export.E
         warnings.simplefilter("ignore", FutureWarning)
         functional = exported.run_decompositions({})
     drop_dead_nodes(functional.graph_module)
+    check_static_shapes(functional.graph_module)
     return functional
+
+
+def check_static_shapes(graph_module: torch.fx.GraphModule) -> None:
+    """UnsupportedError where a value's shape is not a number at capture: it depends on the
+    input's values (x[x > 0], nonzero), and the planner sizes every buffer in advance."""
+    for node in graph_module.graph.nodes:
+        value = node.meta.get("val")
+        if isinstance(value, torch.Tensor) and not all(isinstance(d, int) for d in value.shape):
+            origin = node.meta.get("stack_trace", "").strip().splitlines()[-1:] or [str(node.target)]
+            raise UnsupportedError(
+                f"{node.name} has shape {tuple(value.shape)}, which depends on the input's values "
+                f"(from {origin[0].strip()}): TensorTorrent plans static shapes only; "
+                "compute the data-dependent part outside the compiled module"
+            )
 
 
 def drop_dead_nodes(graph_module: torch.fx.GraphModule) -> None:

@@ -116,7 +116,11 @@ class InputSignature:
                     _check_leaf(leaf, value)
                 return list(args)
         if set(kwargs) != set(self.kwarg_names):
-            raise InputMismatchError(f"compiled for keyword inputs {sorted(self.kwarg_names)}, got {sorted(kwargs)}")
+            positional = len(pytree.tree_unflatten(list(range(self.spec.num_leaves)), self.spec)[0])
+            raise InputMismatchError(
+                f"compiled for {positional} positional input(s) and keyword inputs {sorted(self.kwarg_names)}, "
+                f"got {len(args)} positional and keyword inputs {sorted(kwargs)}"
+            )
         ordered_kwargs = {name: kwargs[name] for name in self.kwarg_names}
         flat, spec = pytree.tree_flatten((args, ordered_kwargs))
         if spec != self.spec:

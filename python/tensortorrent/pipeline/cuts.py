@@ -39,12 +39,16 @@ def live_slots(runner, cut: int) -> tuple[int, ...]:
     return tuple(sorted(made & needed))
 
 
+def check_stage_count(num_stages: object) -> None:
+    if isinstance(num_stages, bool) or not isinstance(num_stages, int) or num_stages < 1:
+        raise ArgumentValueError(f"export_pipeline: num_stages: expected a positive int, got {num_stages!r}")
+
+
 def plan_stages(runner, region_seconds: list[float], num_stages: int, link_bytes_per_s: float) -> list[Stage]:
     """The `num_stages` contiguous stages whose slowest predicted stage is fastest.
     Raises ArgumentValueError when the program has fewer places to cut than that asks."""
     regions = len(runner.kernels)
-    if isinstance(num_stages, bool) or not isinstance(num_stages, int) or num_stages < 1:
-        raise ArgumentValueError(f"export_pipeline: num_stages: expected a positive int, got {num_stages!r}")
+    check_stage_count(num_stages)
     if num_stages > regions:
         raise ArgumentValueError(
             f"export_pipeline: {num_stages} stages asked of a program of {regions} region(s); "

@@ -32,7 +32,7 @@ from ..from_checkpoint import read_weight
 from ..hardware.loopback import loopback_bytes_per_s
 from ..planning.costs import measure_cpu_seconds
 from ..version import __version__
-from .cuts import Stage, plan_stages
+from .cuts import Stage, check_stage_count, plan_stages
 from .stage_module import StageModule
 from .tensor_files import save_tensors
 
@@ -67,6 +67,7 @@ def export_pipeline(
     source = _source_of(compiled, training)
     runner = source._runner
     _check_exportable(compiled, runner)
+    check_stage_count(num_stages)
     n_microbatches = num_stages if n_microbatches is None else n_microbatches
     _check_microbatches(num_stages, n_microbatches)
     link_source = "given"

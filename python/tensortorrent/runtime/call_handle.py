@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FuturesTimeout
 from typing import Any
 
 from .. import _core
@@ -21,7 +22,10 @@ class CallHandle:
     def result(self, timeout: float | None = None) -> Any:
         """The call's outputs, waiting up to `timeout` seconds (None: as long as it takes).
         Raises what the call raised (ExecutionCancelled after cancel()), or TimeoutError."""
-        return self._future.result(timeout)[0]
+        try:
+            return self._future.result(timeout)[0]
+        except FuturesTimeout as error:  # concurrent.futures says nothing of what timed out
+            raise TimeoutError(f"the call did not finish within {timeout} s; it goes on (cancel() stops it)") from error
 
     def cancel(self) -> None:
         """Stops this call before its next region (or before it starts); other calls go on."""

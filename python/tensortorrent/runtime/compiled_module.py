@@ -145,6 +145,9 @@ class CompiledModule(nn.Module):
             lowered = in_memory_plan(self._runner, regions, plan, ram_budget_bytes, config.activation_budget_bytes)
             streamed = PlaneProgram(self._runner, lowered, spill_dir=spill_dir_for(lowered, config))
         self._plane = streamed
+        # Weights streamed from disk are read from a copy there: the version of each
+        # parameter when compiled, so that a call refuses weights changed since.
+        self._compiled_versions = [(p, p._version) for p in model.parameters()] if self._streams else []
         self._origin = origin
         self._costs = region_costs(regions, cpu_seconds)
         # Each call has its own cancel token; request_cancel() reaches the calls running now.
@@ -181,12 +184,7 @@ class CompiledModule(nn.Module):
                 "a module compiled for inference",
                 "compile with tt.CompileConfig(allow_training=True) to train it",
             )
-        leaving_training = self.training and not mode
-        super().train(mode)
-        if leaving_training:  # the eval program's copies of weights on devices see the steps taken
-            for holder in (self._plane, self._on_device):
-                if holder is not None:
-                    holder.held.refresh()
+        super().train(mode)  # the eval program's next call copies again the weights the steps changed
         return self
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
@@ -204,9 +202,52 @@ class CompiledModule(nn.Module):
             pool = self._submit_pool
         return CallHandle(pool.submit(self._call, args, kwargs, token), token, self.report_of)
 
+    def _apply(self, fn: Callable[[torch.Tensor], torch.Tensor], recurse: bool = True) -> CompiledModule:
+        """What .to(), .half(), .cuda() and the like apply to every tensor: refused where it
+        would change a tensor's dtype or device, which the program was planned and
+        compiled for (and which would convert the user's own model, whose tensors these
+        are); applied as on any module otherwise."""
+        for tensor in (*self.parameters(), *self.buffers()):
+            probe = fn(torch.empty(0, dtype=tensor.dtype, device=tensor.device))
+            if probe.dtype != tensor.dtype or probe.device != tensor.device:
+                raise UnsupportedFeatureError(
+                    f"changing a compiled module's tensors from {tensor.dtype} on {tensor.device} to {probe.dtype} "
+                    f"on {probe.device}",
+                    "the program planned and compiled for them",
+                    "convert or move the model, then compile it again (tt.compile places it on devices itself)",
+                )
+        return super()._apply(fn, recurse)
+
+    def load_state_dict(self, state_dict: Any, strict: bool = True, assign: bool = False) -> Any:
+        """As on any module, but refused where the weights stream from disk: calls read
+        them from a copy on disk, which new weights would not change."""
+        if self._streams:
+            raise self._streamed_weights_fixed("load_state_dict()")
+        return super().load_state_dict(state_dict, strict=strict, assign=assign)
+
+    def _streamed_weights_fixed(self, change: str) -> UnsupportedFeatureError:
+        return UnsupportedFeatureError(
+            change,
+            "weights streamed from disk (a RAM budget below the weights: calls read them from a copy there)",
+            "load the new weights into the model and compile it again",
+        )
+
+    def _weights_as_compiled(self) -> None:
+        """Refuses a call on streamed weights changed in place since compiling; copies again
+        the weights held on devices whose tensors in RAM changed (load_state_dict, an
+        in-place edit), so that new weights change the outputs there too."""
+        for parameter, version in self._compiled_versions:
+            if parameter._version != version:
+                raise self._streamed_weights_fixed("changing a parameter in place after compiling")
+        for holder in (self._plane, self._on_device):
+            if holder is not None:
+                holder.held.refresh()
+
     def _call(self, args: tuple, kwargs: dict, token: _core.CancelToken) -> tuple[Any, _core.RunReport | float]:
         """Runs one call under its own cancel token; returns its outputs and its report."""
         flat = self._signature.flatten(args, kwargs)
+        if not self.training:
+            self._weights_as_compiled()
         # In training mode the training program runs, recorded by autograd where grad is on.
         engine = self._trainer if self.training and self._trainer is not None else self
         grad = self.training and torch.is_grad_enabled()
