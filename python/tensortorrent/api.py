@@ -19,7 +19,7 @@ from .capture.module_graph import ModuleGraph, series
 from .config import CompileConfig
 from .errors import InvalidArgumentError, UnsupportedError, UnsupportedFeatureError
 from .from_checkpoint import compile_from_checkpoint, exported_source
-from .hardware import discover_devices, resolve_budgets
+from .hardware import discover_devices, hold_torch_threads, resolve_budgets
 from .hardware.accelerator import named_accelerators
 from .hardware.devices import names_accelerator
 from .hardware.virtual import VirtualDevice, check_machine
@@ -87,6 +87,7 @@ def compile(
     model = exported.module() if exported is not None else model
     # Accelerators are probed only for a plan that may use one: probing creates CUDA contexts.
     budgets = resolve_budgets(config, devices=discover_devices(accelerators=names_accelerator(devices)))
+    hold_torch_threads(budgets.cpus)
     model = check_model(compose(model, args, kwargs) if isinstance(model, ModuleGraph) else model)
     model_name = "ExportedProgram" if exported is not None else type(model).__qualname__
     check_weights_present(model)

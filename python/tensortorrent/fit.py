@@ -9,7 +9,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from .errors import ArgumentValueError, InvalidArgumentError
+from .errors import ArgumentValueError, InputMismatchError, InvalidArgumentError
 from .observe.progress import progress_enabled
 
 Batches = Iterable[Any] | Callable[[], Iterable[Any]]
@@ -51,7 +51,13 @@ def _epoch(module, batches: Iterable[Any], optimizer, loss_fn, progress: _Progre
     for index, batch in enumerate(batches):
         inputs, target = _split(batch, index)
         optimizer.zero_grad()
-        loss = loss_fn(module(*inputs), target)
+        try:
+            outputs = module(*inputs)
+        except InputMismatchError as error:  # a compiled module takes the shapes it was compiled for
+            raise InputMismatchError(
+                f"tt.fit: batch {index}: {error} (a DataLoader's last batch is smaller unless drop_last=True)"
+            ) from error
+        loss = loss_fn(outputs, target)
         if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
             raise ArgumentValueError(
                 f"tt.fit: loss_fn must return a tensor of one element, got {_describe(loss)} (batch {index})"
@@ -67,14 +73,9 @@ def _epoch(module, batches: Iterable[Any], optimizer, loss_fn, progress: _Progre
 
 
 def _batches_of(batches: Batches, epoch: int) -> Iterable[Any]:
-    """The iterable of one epoch; a generator serves one epoch alone."""
+    """The iterable of one epoch (a generator serves one epoch alone: _check_arguments)."""
     if callable(batches) and not isinstance(batches, Iterable):
         return batches()
-    if isinstance(batches, Iterator) and epoch > 0:
-        raise ArgumentValueError(
-            "tt.fit: batches is an iterator (a generator), used up by the first epoch; for epochs > 1 pass "
-            "a list, a DataLoader or a function that returns a fresh iterable per epoch"
-        )
     return batches
 
 
@@ -105,6 +106,11 @@ def _check_arguments(module, batches, optimizer, loss_fn, epochs) -> None:
         raise InvalidArgumentError(f"tt.fit: epochs: expected a positive int, got {_describe(epochs)} ({epochs!r})")
     if epochs < 1:
         raise ArgumentValueError(f"tt.fit: epochs: expected a positive int, got {epochs}")
+    if isinstance(batches, Iterator) and epochs > 1:  # refused before the first step changes any weight
+        raise ArgumentValueError(
+            f"tt.fit: batches is an iterator (a generator), used up by the first of the {epochs} epochs; pass "
+            "a list, a DataLoader or a function that returns a fresh iterable per epoch"
+        )
 
 
 def _length(batches: Iterable[Any]) -> int | None:
@@ -119,6 +125,8 @@ def _describe(value: object) -> str:
         return "a generator"
     if isinstance(value, torch.Tensor):
         return f"a tensor of shape {tuple(value.shape)}"
+    if isinstance(value, (tuple, list)):
+        return f"a {type(value).__name__} of {len(value)}"
     return type(value).__name__
 
 

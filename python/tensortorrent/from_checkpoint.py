@@ -32,7 +32,7 @@ from .capture import InputSignature, normalize
 from .capture.weightless import capture_weightless, exported_weightless
 from .config import CompileConfig
 from .errors import InvalidArgumentError, NotFoundError, StorageError, UnsupportedError, UnsupportedFeatureError
-from .hardware import discover_devices, resolve_budgets
+from .hardware import discover_devices, hold_torch_threads, resolve_budgets
 from .hardware.accelerator import named_accelerators
 from .hardware.devices import names_accelerator
 from .hardware.virtual import check_machine
@@ -93,6 +93,7 @@ def compile_from_checkpoint(
     used) with its weights in `checkpoint` (see the module's docstring), on `devices` (and
     the virtual devices `machine` declares), as tt.compile takes them."""
     budgets = resolve_budgets(config, devices=discover_devices(accelerators=names_accelerator(devices)))
+    hold_torch_threads(budgets.cpus)
     plan_machine = resolve_machine(devices, check_machine(machine), UNBOUNDED, named_accelerators(devices, budgets))
     if config.activation_budget_bytes is not None and not plan_machine.is_cpu_only:
         raise UnsupportedError("tt.compile: activations spill from CPU regions only today; use devices='cpu'")

@@ -71,6 +71,11 @@ def check_weights(objective: Objective, weights: object) -> dict[str, float] | N
                 f"got weights with objective={objective.name}"
             )
         return None
+    if weights is None:
+        raise ConfigValueError(
+            "CompileConfig.objective_weights: objective=WEIGHTED needs them, a dict like "
+            "{'latency': 1.0, 'memory': 0.5}; got none"
+        )
     if not isinstance(weights, Mapping):
         raise ConfigTypeError(
             "CompileConfig.objective_weights: expected a dict like {'latency': 1.0, 'memory': 0.5} "
@@ -92,7 +97,8 @@ def check_weights(objective: Objective, weights: object) -> dict[str, float] | N
             )
         checked[name] = float(value)
     if not any(checked.values()):
-        raise ConfigValueError("CompileConfig.objective_weights: expected at least one weight > 0, got all zero")
+        got = "an empty dict" if not weights else "all zero"
+        raise ConfigValueError(f"CompileConfig.objective_weights: expected at least one weight > 0, got {got}")
     return checked
 
 

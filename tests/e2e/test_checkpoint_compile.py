@@ -371,3 +371,16 @@ def test_an_exported_gpt2_keeps_its_tied_head_tied_to_the_saved_embedding(tmp_pa
     exported = torch.export.export(built("gpt2"), (ids,))
     compiled = tt.compile(exported, checkpoint=tmp_path)
     torch.testing.assert_close(logits(compiled(ids)), logits(eager_outputs(eager, (ids,))))
+
+
+def test_saving_by_reference_refuses_a_checkpoint_changed_since_compile(tmp_path):
+    saved_model("gpt2", tmp_path / "checkpoint", sharded=False)
+    ids = torch.randint(0, VOCAB, (1, 8))
+    compiled = tt.compile(meta_model("gpt2"), (ids,), checkpoint=tmp_path / "checkpoint")
+    file = tmp_path / "checkpoint" / "model.safetensors"
+    data = bytearray(file.read_bytes())
+    data[-20] ^= 0xFF  # within the last tensor: its CRC-32C, taken at compile, no longer matches
+    file.write_bytes(bytes(data))
+    with pytest.raises(tt.StorageError, match="model.safetensors: .* fails its CRC-32C: the file changed"):
+        compiled.save(tmp_path / "artifact", weights="reference")
+    assert not (tmp_path / "artifact").exists() and not any(p.name.startswith(".") for p in tmp_path.iterdir())

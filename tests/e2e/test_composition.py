@@ -162,7 +162,7 @@ def test_transformers_model_as_one_node(config):
     graph = ModuleGraph(
         [
             ModuleNode("bert", bert, (GraphInput(0),), {"attention_mask": GraphInput("attention_mask")}),
-            ModuleNode("head", head, (NodeOutput("bert", ("last_hidden_state",)),)),
+            ModuleNode("head", head, (NodeOutput("bert", (0,)),)),  # by index, as bert(ids)[0]
         ],
         {"logits": NodeOutput("head"), "pooled": NodeOutput("bert", ("pooler_output",))},
     )

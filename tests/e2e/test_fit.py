@@ -54,8 +54,10 @@ def test_fit_takes_a_generator_of_input_tuples_and_a_function_per_epoch():
     optimizer = torch.optim.SGD(compiled.parameters(), lr=0.1)
     generated = (((x,), y) for x, y in data)  # ((inputs...), target)
     assert len(tt.fit(compiled, generated, optimizer=optimizer, loss_fn=nn.functional.mse_loss)) == 1
-    with pytest.raises(tt.ArgumentValueError, match="generator"):
+    before = [p.detach().clone() for p in compiled.parameters()]
+    with pytest.raises(tt.ArgumentValueError, match="generator.*first of the 2 epochs"):
         tt.fit(compiled, iter(data), optimizer=optimizer, loss_fn=nn.functional.mse_loss, epochs=2)
+    assert all(torch.equal(a, b) for a, b in zip(before, compiled.parameters())), "refused before any step"
     fresh = lambda: (batch for batch in data)  # noqa: E731 - a new generator per epoch
     assert len(tt.fit(compiled, fresh, optimizer=optimizer, loss_fn=nn.functional.mse_loss, epochs=2)) == 2
 
@@ -76,6 +78,8 @@ def test_bad_batches_and_losses_are_named():
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     with pytest.raises(tt.ArgumentValueError, match=r"batch 0: expected \(inputs, target\)"):
         tt.fit(model, [data[0][0]], optimizer=optimizer, loss_fn=nn.functional.mse_loss)
+    with pytest.raises(tt.ArgumentValueError, match=r"batch 0: expected \(inputs, target\), got a tuple of 3"):
+        tt.fit(model, [(*data[0], data[0][1])], optimizer=optimizer, loss_fn=nn.functional.mse_loss)
     with pytest.raises(tt.ArgumentValueError, match="no batch"):
         tt.fit(model, [], optimizer=optimizer, loss_fn=nn.functional.mse_loss)
     with pytest.raises(tt.ArgumentValueError, match="one element"):
@@ -99,3 +103,12 @@ def test_fit_shows_progress_on_a_terminal(monkeypatch, capsys):
     tt.fit(model, data, optimizer=optimizer, loss_fn=nn.functional.mse_loss, epochs=2)
     shown = capsys.readouterr()
     assert "epoch 2/2" in shown.out + shown.err
+
+
+def test_a_batch_of_other_shapes_is_named_with_the_hint_a_dataloader_needs():
+    model, data = regression()
+    compiled = tt.compile(model, (data[0][0],), config=TRAIN, devices="cpu")
+    optimizer = torch.optim.SGD(compiled.parameters(), lr=0.1)
+    ragged = [*data, (data[0][0][:1], data[0][1][:1])]  # as a DataLoader's last batch
+    with pytest.raises(tt.InputMismatchError, match=f"tt.fit: batch {len(data)}: .*drop_last=True"):
+        tt.fit(compiled, ragged, optimizer=optimizer, loss_fn=nn.functional.mse_loss)

@@ -318,6 +318,8 @@ def test_bad_requests_are_named_and_disturb_nothing(mlp, tmp_path):
             (infer_body(x, name="x"), auth, 400, "unknown input 'x'"),
             ({"inputs": []}, auth, 400, "missing inputs ['input_0']"),
             (infer_body(torch.randn(64, WIDTH)), auth, 413, "limit"),
+            (infer_body(torch.ones(1, WIDTH, dtype=torch.bool), datatype="FP32"), auth, 400, "holds true or false"),
+            (infer_body(torch.full((1, WIDTH), 1e300, dtype=torch.float64)), auth, 400, "beyond its range"),
         ]
         for body, headers, status, message in cases:
             got, _, reply = call(infer, body, headers)
@@ -329,6 +331,24 @@ def test_bad_requests_are_named_and_disturb_nothing(mlp, tmp_path):
         assert call(f"{url}/v2/health/live")[0] == 200 and call(f"{url}/v2/health/ready")[0] == 200
         assert call(f"{url}/metrics")[0] == 401 and call(f"{url}/metrics", headers=auth)[0] == 200
         assert call(infer, infer_body(x), auth)[0] == 200
+
+
+def test_an_output_json_cannot_carry_is_a_422_that_binary_data_answers():
+    summing = nn.Linear(WIDTH, 1, bias=False).eval()
+    nn.init.ones_(summing.weight)
+    compiled = tt.compile(summing, (torch.randn(2, WIDTH),))
+    huge = torch.full((1, WIDTH), 3e38)  # finite inputs whose sum overflows to inf
+    with serving({"sum": compiled}) as (url, _, _):
+        infer = f"{url}/v2/models/sum/infer"
+        status, _, reply = call(infer, infer_body(huge))
+        assert status == 422 and "output 'output_0' holds inf or nan" in reply["error"]
+        binary = json.dumps({**infer_body(huge), "parameters": {"binary_data_output": True}}).encode()
+        with urllib.request.urlopen(urllib.request.Request(infer, data=binary, method="POST"), timeout=60) as answer:
+            head = int(answer.headers["Inference-Header-Content-Length"])
+            raw = answer.read()[head:]
+        assert torch.frombuffer(bytearray(raw), dtype=torch.float32).isinf().all()
+        metrics = call(f"{url}/metrics")[2]
+        assert metric(metrics, "tt_requests_total", code="422", model="sum") == 1, "counted as every answer is"
 
 
 def test_a_model_streaming_its_weights_from_disk_under_a_ram_budget_serves_like_eager(tmp_path):
@@ -395,3 +415,17 @@ def test_the_command_serves_an_artifact_and_exits_0_on_sigterm(mlp, tmp_path):
         if process.poll() is None:
             process.kill()
             process.wait()
+
+
+def test_a_port_in_use_or_out_of_range_is_one_line_before_any_model_loads(tmp_path, capsys):
+    from tensortorrent.cli.main import main
+
+    missing = f"m={tmp_path / 'no-artifact'}"  # never loaded: the port fails first
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert main(["serve", "--model", missing, "--port", str(port)]) == 2
+        assert f"serve: cannot listen on 127.0.0.1:{port}: Address already in use" in capsys.readouterr().err
+    assert main(["serve", "--model", missing, "--port", "99999"]) == 2
+    assert "serve: port: expected 0 to 65535, got 99999" in capsys.readouterr().err

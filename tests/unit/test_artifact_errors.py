@@ -120,6 +120,8 @@ def test_verify_integrity_must_be_a_bool(artifact):
 
 def test_no_artifact_there(tmp_path):
     load_fails(tmp_path / "nothing", r"no artifact directory there")
+    (tmp_path / "other" / "sub").mkdir(parents=True)  # some other folder: named as not an artifact first
+    load_fails(tmp_path / "other", r"other: manifest.json missing; not a TensorTorrent artifact")
 
 
 def test_save_refuses_to_replace_a_foreign_directory(tmp_path):

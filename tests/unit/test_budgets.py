@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 import tensortorrent as tt
-from tensortorrent.hardware.budgets import reserve, resolve_budgets
+from tensortorrent.hardware.budgets import Budget, hold_torch_threads, reserve, resolve_budgets
 from tensortorrent.hardware.host import probe
 
 GiB = 1 << 30
@@ -155,3 +155,15 @@ def test_a_model_within_ram_compiles_whatever_the_disk_budget():
     config = tt.CompileConfig(ram_budget_bytes=1 << 20, disk_budget_bytes=1)
     compiled = tt.compile(model, example_inputs=(torch.randn(2, 16),), config=config)
     assert compiled(torch.randn(2, 16)).shape == (2, 16)
+
+
+def test_torchs_threads_are_held_to_the_cpu_budget_and_never_raised():
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        hold_torch_threads(Budget("cpu", 1, "config", "cpu_budget=1"))
+        assert torch.get_num_threads() == 1
+        hold_torch_threads(Budget("cpu", 4, "config", "cpu_budget=4"))
+        assert torch.get_num_threads() == 1, "a budget above torch's threads leaves them"
+    finally:
+        torch.set_num_threads(threads)

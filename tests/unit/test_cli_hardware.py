@@ -118,3 +118,12 @@ def test_the_command_exits_2_without_a_traceback(tmp_path):
     )
     assert done.returncode == 2
     assert done.stderr == f"tensortorrent: error: {tmp_path / 'nowhere'}: no artifact directory there\n"
+
+
+def test_doctor_leaves_no_spill_folder_it_made_to_look_and_cache_refuses_a_file(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("TT_SPILL_DIR", str(tmp_path / "spill" / "nested"))
+    main(["doctor", "--json", str(tmp_path / "doctor.json")])
+    assert json.loads((tmp_path / "doctor.json").read_text())["disk"]["read_bytes_per_second"] > 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["doctor.json"], "the first spill creates the folder"
+    assert main(["cache", "list", "--spill-dir", str(tmp_path / "doctor.json")]) == 2
+    assert "doctor.json is a file, not a spill directory" in capsys.readouterr().err

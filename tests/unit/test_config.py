@@ -116,7 +116,9 @@ def test_objectives_by_member_or_name():
     [
         ({"objective": "fastest"}, tt.ConfigValueError, "expected one of latency, throughput"),
         ({"objective": 3}, tt.ConfigTypeError, "expected a tt.Objective or its name, got int"),
-        ({"objective": "weighted"}, tt.ConfigTypeError, "expected a dict"),
+        ({"objective": "weighted"}, tt.ConfigValueError, "objective=WEIGHTED needs them, .* got none"),
+        ({"objective": "weighted", "objective_weights": [1.0]}, tt.ConfigTypeError, "expected a dict"),
+        ({"objective": "weighted", "objective_weights": {}}, tt.ConfigValueError, "got an empty dict"),
         ({"objective_weights": {"latency": 1.0}}, tt.ConfigValueError, "only used with objective=Objective.WEIGHTED"),
         ({"objective": "weighted", "objective_weights": {"speed": 1}}, tt.ConfigValueError, "expected keys among"),
         ({"objective": "weighted", "objective_weights": {"memory": -1}}, tt.ConfigValueError, ">= 0, got -1"),

@@ -132,3 +132,27 @@ def test_missing_parent_folders_are_created_and_an_unwritable_place_is_named(tmp
     (tmp_path / "a-file").write_text("")
     with pytest.raises(tt.ArtifactError, match=r"a-file/artifact: cannot write in .*a-file \("):
         publish_directory(str(tmp_path / "a-file" / "artifact"), artifact_writer("v1"))
+
+
+def test_an_artifact_and_a_report_get_the_permissions_the_umask_gives(tmp_path):
+    """Not mkdtemp's 0700 and mkstemp's 0600: a server running as another user (the
+    Docker image's) reads artifacts saved here."""
+    from tensortorrent.files import write_text_atomically
+
+    previous = os.umask(0o027)
+    try:
+        target = publish_directory(str(tmp_path / "artifact"), artifact_writer("v1"))
+        report = write_text_atomically(tmp_path / "report.json", "{}")
+    finally:
+        os.umask(previous)
+    assert os.stat(target).st_mode & 0o777 == 0o750
+    assert os.stat(report).st_mode & 0o777 == 0o640
+
+
+def test_a_report_that_cannot_be_written_names_the_path_not_its_temporary(tmp_path):
+    from tensortorrent.files import write_text_atomically
+
+    (tmp_path / "a-directory").mkdir()
+    with pytest.raises(StorageIOError, match=r"^trace: cannot write '.*a-directory': Is a directory$"):
+        write_text_atomically(tmp_path / "a-directory", "{}", "trace")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-directory"]

@@ -13,7 +13,7 @@ from typing import Any
 
 from ..errors import ArtifactError
 from ..planning.plan import usable_cores
-from .layout import INTEGRITY, check_file_name
+from .layout import INTEGRITY, MANIFEST, check_file_name
 
 CHUNK = 16 << 20  # bytes per digest: large enough for full disk speed
 PIECE = 1 << 20  # bytes read at a time when hashing a file in pieces
@@ -61,9 +61,12 @@ def write_integrity(directory: str, names: list[str]) -> None:
 
 
 def list_files(directory: str) -> list[str]:
-    """The artifact's file names; ArtifactError on a symlink or a subdirectory anywhere."""
+    """The artifact's file names; ArtifactError where it has no manifest (not an
+    artifact at all), or on a symlink or a subdirectory anywhere."""
     if os.path.islink(directory):
         raise ArtifactError(f"{directory}: the artifact directory is a symlink; refusing to follow it")
+    if not os.path.lexists(os.path.join(directory, MANIFEST)):
+        raise ArtifactError(f"{directory}: {MANIFEST} missing; not a TensorTorrent artifact")
     names = []
     with os.scandir(directory) as entries:
         for entry in entries:

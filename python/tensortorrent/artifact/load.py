@@ -13,7 +13,7 @@ from ..capture import InputSignature, normalize
 from ..capture.export import drop_dead_nodes, with_tensors
 from ..config import CompileConfig
 from ..errors import ArtifactError, InvalidArgumentError, TensorTorrentError
-from ..hardware import hardware_fingerprint, resolve_budgets
+from ..hardware import hardware_fingerprint, hold_torch_threads, resolve_budgets
 from ..partition import parameter_owners, partition, regions_from_names
 from ..planning import build_plan, plan_from_json
 from ..planning.fit import weight_bytes
@@ -79,7 +79,9 @@ def load_compiled(
         manifest, program, config, saved_config, directory, owners if streaming else frozenset()
     )
     # Weights read whole are the same tensors on every call of this CPU plan: they may be packed.
-    ram_budget_bytes = resolve_budgets(config).ram.amount
+    budgets = resolve_budgets(config)
+    hold_torch_threads(budgets.cpus)
+    ram_budget_bytes = budgets.ram.amount
     backends = compile_regions(
         program,
         regions,

@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 from .. import _core
 from ..errors import ArtifactError, IncompatibleError, StorageIOError
+from ..files import current_umask
 from .layout import MANIFEST
 
 log = logging.getLogger(__name__)
@@ -42,6 +43,7 @@ def publish_directory(target: str, write: Callable[[str], None], marker: str = M
     try:
         os.makedirs(parent, exist_ok=True)  # as `mkdir -p` would
         staging = tempfile.mkdtemp(prefix=f".{os.path.basename(target)}.saving-", dir=parent)
+        os.chmod(staging, 0o777 & ~current_umask())  # mkdtemp's 0700 would hide it from other users
     except OSError as error:
         raise ArtifactError(f"{target}: cannot write in {parent} ({error.strerror or error})") from error
     try:

@@ -47,7 +47,8 @@ def save_weights(
     A bound tensor on the meta device has its bytes on disk (`on_disk`: a checkpoint's or
     an artifact's file ranges): they are read when written, one tensor at a time, so that
     saving holds at most the largest tensor in memory. With `by_reference`, those are not
-    written: their entries record their ranges instead (see weight_references.py).
+    written: their entries record their ranges instead (see weight_references.py), each
+    checked first against the CRC-32C taken when it was compiled.
     """
     tensors: dict[str, torch.Tensor] = {}
     storages: set[int] = set()
@@ -55,6 +56,9 @@ def save_weights(
     references: dict[str, WeightRange] = {}
     for tensor in bound:
         if by_reference and on_disk is not None and tensor.slot in on_disk.ranges:
+            # Checked now, as a copy would be: a file changed since compiling must not be
+            # recorded as the reference (its digests would vouch for the changed bytes).
+            read_range(on_disk, on_disk.ranges[tensor.slot], tensor.names[0])
             references[tensor.names[0]] = on_disk.ranges[tensor.slot]
             continue
         value = tensor.tensor.detach()

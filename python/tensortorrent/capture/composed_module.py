@@ -89,6 +89,8 @@ def select(output: Any, reference: NodeOutput) -> Any:
 
 def _step(value: Any, step: str | int) -> Any:
     if isinstance(step, int):
+        if isinstance(value, Mapping) and callable(getattr(value, "to_tuple", None)):
+            value = value.to_tuple()  # a ModelOutput: indices count its fields that are set, as output[0] does
         if isinstance(value, Sequence) and not isinstance(value, str) and -len(value) <= step < len(value):
             return value[step]
         return _NOTHING

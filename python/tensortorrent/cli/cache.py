@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 
+from ..errors import InvalidArgumentError
 from ..hardware.budgets import DEFAULT_SPILL_DIR
 from ..observe.units import format_bytes
 from ..storage.weights_cache import cache_directory, cached_files, clear_cache
@@ -23,6 +24,9 @@ def add_parser(commands) -> None:
 
 def run(args: argparse.Namespace) -> int:
     directory = cache_directory(args.spill_dir)
+    for folder in (os.path.dirname(directory), directory):
+        if os.path.exists(folder) and not os.path.isdir(folder):
+            raise InvalidArgumentError(f"cache: {folder} is a file, not a spill directory")
     if args.action == "clear":
         files, freed = clear_cache(directory)
         print(f"removed {files} file(s), {format_bytes(freed)}, from {directory}")

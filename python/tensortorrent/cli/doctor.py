@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import time
@@ -13,7 +14,7 @@ import torch
 from .. import _core
 from ..backends import backends, plugin_problems
 from ..config import CompileConfig
-from ..files import write_text_atomically
+from ..files import nearest_existing, write_text_atomically
 from ..hardware import discover_devices, hardware_fingerprint, resolve_budgets
 from ..hardware.budgets import spill_root
 from ..hardware.devices import absent_kinds, measure_host_to_device_bandwidth
@@ -77,6 +78,7 @@ def _check(name: str, ok: bool, detail: str) -> dict[str, Any]:
 
 def _spill_disk(measure: bool, checks: list) -> dict[str, Any]:
     path = spill_root(None)
+    existing = nearest_existing(path)
     try:
         os.makedirs(path, exist_ok=True)
         space = _core.probe_disk(path)
@@ -84,11 +86,20 @@ def _spill_disk(measure: bool, checks: list) -> dict[str, Any]:
         if measure:
             speed = _core.measure_read_bandwidth(path, BANDWIDTH_PROBE_BYTES)
             disk.update(read_bytes_per_second=speed.bytes_per_second, read_direct=speed.direct)
-        checks.append(_check("spill directory", True, f"{path} writable, {format_bytes(space.free_bytes)} free"))
+        if space.in_memory:  # as storage/spill_dir.py refuses it
+            detail = f"{path} is held in RAM (tmpfs): spilling there saves no RAM, so compiles refuse it "
+            checks.append(_check("spill directory", False, detail + "unless CompileConfig(allow_tmpfs_spill=True)"))
+        else:
+            checks.append(_check("spill directory", True, f"{path} writable, {format_bytes(space.free_bytes)} free"))
         return disk
     except Exception as error:  # any failure here is what the check reports
         checks.append(_check("spill directory", False, f"{path}: {error}"))
         return {"path": path}
+    finally:  # the folders made to look at it go again (empty): the first spill creates them
+        with contextlib.suppress(OSError):
+            while path != existing:
+                os.rmdir(path)
+                path = os.path.dirname(path)
 
 
 def _host_json(host) -> dict[str, Any]:

@@ -35,8 +35,6 @@ def read_manifest(path: str, verify: bool) -> tuple[str, dict[str, Any]]:
     """The artifact's directory and its checked manifest; ArtifactError when either is bad."""
     directory = check_load_arguments(path, None, verify)
     present = list_files(directory)
-    if MANIFEST not in present:
-        raise ArtifactError(f"{directory}: {MANIFEST} missing; not a TensorTorrent artifact")
     records = read_integrity(directory, present) if verify else None
     raw = read_file(directory, MANIFEST, records[MANIFEST] if records is not None else None)
     return directory, parse_manifest(raw)

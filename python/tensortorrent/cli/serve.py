@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import socket
 import sys
 
 from ..errors import InvalidArgumentError, UnsupportedError
@@ -139,8 +140,19 @@ def run(args: argparse.Namespace) -> int:
 
     directories, settings = resolved(args)
     served = settings_of(settings)
-    models = {name: load_compiled(directory) for name, directory in directories.items()}
     host, port = settings["host"], settings["port"]
-    print(f"serving {', '.join(sorted(models))} on http://{host}:{port}/v2", flush=True)
-    serve_forever(Server(models, served), host, port)
+    with listening_socket(host, port) as listener:  # before the models load: a port in use fails at once
+        models = {name: load_compiled(directory) for name, directory in directories.items()}
+        print(f"serving {', '.join(sorted(models))} on http://{host}:{listener.getsockname()[1]}/v2", flush=True)
+        serve_forever(Server(models, served), listener)
     return 0
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    if not 0 <= port <= 65535:
+        raise InvalidArgumentError(f"serve: port: expected 0 to 65535, got {port}")
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+        return socket.create_server((host, port), family=family)
+    except OSError as error:
+        raise InvalidArgumentError(f"serve: cannot listen on {host}:{port}: {error.strerror or error}") from None

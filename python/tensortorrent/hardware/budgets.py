@@ -9,16 +9,21 @@ else on the machine. Every figure carries where it came from and the raw values 
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 from dataclasses import dataclass, field
 from typing import Any
+
+import torch
 
 from .. import _core
 from ..config import CompileConfig, env_int
 from ..files import nearest_existing
 from .devices import DeviceInfo, discover_devices
 from .host import probe
+
+log = logging.getLogger(__name__)
 
 RESERVE_FRACTION = 0.10
 RESERVE_CAP_BYTES = 2 << 30
@@ -119,6 +124,18 @@ def _cpus(config: CompileConfig, host) -> Budget:
         quota = max(1, math.ceil(cpus.quota_cores))
         return Budget("cpu", quota, "cgroup", f"cgroup CPU quota {cpus.quota_cores:g} cores", raw)
     return Budget("cpu", cpus.affinity_cpus, "os", f"{cpus.affinity_cpus} CPUs in the affinity mask", raw)
+
+
+def hold_torch_threads(cpus: Budget) -> None:
+    """Lowers torch's intra-op threads (process-wide) to the CPU budget where they exceed
+    it: the budget is what the plan may use, and torch's default (every core of the host,
+    not the container's quota) would oversubscribe it. Never raises them."""
+    threads = torch.get_num_threads()
+    if cpus.amount < threads:
+        torch.set_num_threads(cpus.amount)
+        log.info(
+            "torch's intra-op threads lowered from %d to %d, the CPU budget (%s)", threads, cpus.amount, cpus.detail
+        )
 
 
 def _device(config: CompileConfig, device: DeviceInfo) -> Budget:

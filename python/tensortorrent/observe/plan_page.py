@@ -14,7 +14,6 @@ import os
 from html import escape
 
 from .. import _core
-from ..errors import StorageIOError
 from ..files import write_text_atomically
 from ..planning.lowering import UNBOUNDED
 from .plan_page_data import PlanSources, page_data
@@ -65,11 +64,7 @@ def write_plan_page(
     path: str | os.PathLike, sources: PlanSources, report: _core.RunReport | None, peaks: dict[str, int]
 ) -> str:
     """Writes the page atomically (no half-written file on any error); returns the path."""
-    page = render(page_data(sources, report, peaks))
-    try:
-        return write_text_atomically(path, page)
-    except OSError as error:
-        raise StorageIOError(f"visualize: cannot write {os.fspath(path)!r}: {error}") from error
+    return write_text_atomically(path, render(page_data(sources, report, peaks)), "visualize")
 
 
 def render(data: dict) -> str:

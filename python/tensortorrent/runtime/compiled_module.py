@@ -490,7 +490,7 @@ class CompiledModule(nn.Module):
         report = self.last_report
         if report is None:
             raise TensorTorrentError("trace: no call has finished yet; call the compiled module first")
-        return write_text_atomically(path, report.chrome_trace_json())
+        return write_text_atomically(path, report.chrome_trace_json(), "trace")
 
     def visualize(self, path: str | os.PathLike) -> str:
         """Writes one self-contained HTML page of the plan: the simulator's timeline per queue,

@@ -123,10 +123,17 @@ def _decode(
     data = _flat(item.get("data"), where)
     if len(data) != math.prod(shape):
         raise RequestError(400, f"{where}: shape {shape} holds {math.prod(shape)} values, got {len(data)}")
+    if dtype != torch.bool and any(isinstance(value, bool) for value in data):
+        raise RequestError(400, f"{where}: data is not {spec.datatype}: it holds true or false")
     try:
-        return torch.tensor(data, dtype=dtype).reshape(shape), offset
+        tensor = torch.tensor(data, dtype=dtype).reshape(shape)
     except (TypeError, ValueError, RuntimeError, OverflowError) as error:
         raise RequestError(400, f"{where}: data is not {spec.datatype}: {error}") from None
+    if dtype.is_floating_point and torch.isinf(tensor).any():
+        widest = torch.finfo(dtype).max
+        if any(abs(value) > widest and math.isfinite(value) for value in data):
+            raise RequestError(400, f"{where}: data is not {spec.datatype}: a value beyond its range (+-{widest:.4g})")
+    return tensor, offset
 
 
 def _flat(data: object, where: str) -> list:
@@ -169,6 +176,12 @@ def encode_output(name: str, tensor: torch.Tensor, binary: bool = False) -> tupl
         raw = values.reshape(-1).view(torch.uint8).numpy().tobytes()
         entry["parameters"] = {"binary_data_size": len(raw)}
         return entry, raw
+    if values.dtype.is_floating_point and not torch.isfinite(values).all():
+        raise RequestError(
+            422,
+            f"output {name!r} holds inf or nan, which JSON numbers cannot carry; ask for it as binary data "
+            '("parameters": {"binary_data": true})',
+        )
     if values.dtype in (torch.float16, torch.bfloat16):
         values = values.float()  # JSON numbers; the datatype says what they were
     entry["data"] = values.flatten().tolist()

@@ -5,6 +5,7 @@ finish within the drain timeout, then the process exits 0."""
 from __future__ import annotations
 
 import signal
+import socket
 
 import uvicorn
 
@@ -34,15 +35,17 @@ def uvicorn_server(served: Server, host: str = "127.0.0.1", port: int = 8000) ->
     return _Uvicorn(config, served)
 
 
-def serve_forever(served: Server, host: str, port: int) -> None:
-    """Serves until SIGTERM or SIGINT; then drains the models' queues and returns (so the
-    process exits 0). Call it from the main thread."""
+def serve_forever(served: Server, listener: socket.socket) -> None:
+    """Serves on `listener` (bound already: a port in use fails before anything starts)
+    until SIGTERM or SIGINT; then drains the models' queues and returns (so the process
+    exits 0). Call it from the main thread."""
+    host, port = listener.getsockname()[:2]
     server = uvicorn_server(served, host, port)
     # Once drained, uvicorn raises the signal it handled again for the handler it found:
     # this one ends the process quietly, through a normal return.
     previous = signal.signal(signal.SIGTERM, lambda number, frame: None)
     try:
-        server.run()
+        server.run(sockets=[listener])
     finally:
         signal.signal(signal.SIGTERM, previous)
         served.close()
