@@ -11,8 +11,9 @@ import gc
 import torch
 from e2e.test_virtual_devices import BATCH, WIDTH, Stack, compile_on, fast_small
 
+from tensortorrent.backends.interface import PAGE
 from tensortorrent.backends.virtual import VirtualBackend
-from tensortorrent.runtime.host_pins import PAGE, HostPins, page_spans
+from tensortorrent.runtime.host_pins import HostPins, page_spans
 
 
 def covered(registered: dict[int, int], tensor: torch.Tensor) -> bool:
@@ -73,3 +74,22 @@ def test_pages_are_merged_where_storages_share_or_touch_them():
     start = block.untyped_storage().data_ptr()
     assert any(s <= start and start + 3 * PAGE <= s + n for s, n in spans)
     assert len(spans) <= 2 and all(s % PAGE == 0 and n % PAGE == 0 for s, n in spans)
+
+
+def test_only_the_pages_no_earlier_range_covered_are_registered():
+    """As with a streaming plan's weights copied per call, which lie in the resident arena
+    registered after them: CUDA refuses a page registered twice, and its refusal would
+    surface as an error in later, unrelated kernels."""
+    backend = VirtualBackend([fast_small()])
+    block = torch.zeros(8 * PAGE, dtype=torch.uint8)
+    ((start, _),) = page_spans([block])
+    pins = HostPins([backend])
+    pins.cover([(start + 2 * PAGE + 10, PAGE)])  # a weight inside the arena: pages 2 and 3
+    pins.cover([(start, 8 * PAGE)])  # the arena: pages 0-1 and 4-7 are left
+    assert sorted(backend.registered.items()) == [
+        (start, 2 * PAGE),
+        (start + 2 * PAGE, 2 * PAGE),
+        (start + 4 * PAGE, 4 * PAGE),
+    ]
+    assert pins.refused_bytes == 0 and pins.pinned_bytes == 8 * PAGE
+    assert not backend.register_host(start + 5 * PAGE + 1, 10), "the backend refuses a page registered already"

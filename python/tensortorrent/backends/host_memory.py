@@ -15,7 +15,7 @@ import torch
 
 from ..errors import MemoryCapacityError
 from ..observe.units import format_bytes
-from .interface import DeviceBackend, Event, MemoryUse, Queue
+from .interface import DeviceBackend, Event, MemoryUse, Queue, page_bounds
 
 
 class DoneEvent(Event):
@@ -94,9 +94,10 @@ class HostMemoryBackend(DeviceBackend):
 
     def register_host(self, address: int, nbytes: int) -> bool:
         """Nothing to lock; the ranges are kept (`registered`), so tests can see what a GPU's would be."""
+        begin, end = page_bounds(address, nbytes)
         with self._lock:
-            if address in self.registered:
-                return False  # as CUDA refuses memory registered already
+            if any(begin < e and b < end for b, e in (page_bounds(*r) for r in self.registered.items())):
+                return False  # as CUDA refuses a range sharing a page with one registered already
             self.registered[address] = nbytes
         return True
 

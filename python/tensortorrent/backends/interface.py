@@ -13,12 +13,20 @@ built-in backend runs it in `make test` (the CPU and virtual ones) or `tests/dev
 
 from __future__ import annotations
 
+import os
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 
 import torch
+
+PAGE = os.sysconf("SC_PAGE_SIZE")  # what host memory is page-locked in (4 KiB; 64 KiB on some aarch64)
+
+
+def page_bounds(address: int, nbytes: int) -> tuple[int, int]:
+    """The whole pages holding `nbytes` at `address`: (first byte, end)."""
+    return address - address % PAGE, -(-(address + nbytes) // PAGE) * PAGE
 
 
 @dataclass(frozen=True)
@@ -141,8 +149,9 @@ class DeviceBackend(ABC):
         """Page-locks `nbytes` of host memory at `address` for this backend's copies, in
         place, until unregister_host: done once for memory reused across calls (the core's
         arenas, weights copied on every call), never per copy. False where this backend
-        cannot (its copies then stage through memory of its own). The default: host memory
-        needs no locking for a backend whose devices compute in it."""
+        cannot (its copies then stage through memory of its own), as CUDA refuses a range
+        sharing a page with one registered already. The default: host memory needs no
+        locking for a backend whose devices compute in it."""
         return True
 
     def unregister_host(self, address: int) -> None:

@@ -7,6 +7,7 @@ device counts and properties come from the runtime without one.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 
 import torch
@@ -14,6 +15,15 @@ import torch
 from .interface import CapturedGraph, DeviceBackend, DeviceInfo, Event, MemoryUse, Queue
 
 CUDA_HOST_REGISTER_PORTABLE = 1  # cudaHostRegisterPortable
+
+
+def _drop_last_error() -> None:
+    """A refused cudaHostRegister (or Unregister) leaves its error as the thread's last
+    CUDA error, and torch's check after the next kernel launch (cudaGetLastError) would
+    raise it in unrelated code. torch exposes no cudaGetLastError; that very check reads,
+    and so clears, it: one tiny kernel, its error (the refusal's) dropped."""
+    with contextlib.suppress(RuntimeError):
+        torch.zeros(1, device="cuda")
 
 
 class TorchEvent(Event):
@@ -42,7 +52,9 @@ class TorchQueue(Queue):
         return self._module.stream(self.stream)
 
     def record(self) -> Event:
-        event = self._module.Event()
+        # A CUDA event that blocks: its waiter (a link's thread, a compute wait) sleeps
+        # instead of spinning on a core the CPU's regions need.
+        event = self._module.Event(blocking=True) if self._module is torch.cuda else self._module.Event()
         event.record(self.stream)
         return TorchEvent(event)
 
@@ -133,11 +145,14 @@ class TorchAcceleratorBackend(DeviceBackend):
         """cudaHostRegister, portable (every device's copies use it); XPU registers none."""
         if self.kind != "cuda":
             return False
-        return int(torch.cuda.cudart().cudaHostRegister(address, nbytes, CUDA_HOST_REGISTER_PORTABLE)) == 0
+        refused = int(torch.cuda.cudart().cudaHostRegister(address, nbytes, CUDA_HOST_REGISTER_PORTABLE)) != 0
+        if refused:
+            _drop_last_error()
+        return not refused
 
     def unregister_host(self, address: int) -> None:
-        if self.kind == "cuda":
-            torch.cuda.cudart().cudaHostUnregister(address)
+        if self.kind == "cuda" and int(torch.cuda.cudart().cudaHostUnregister(address)) != 0:
+            _drop_last_error()
 
     def capture(self, index: int, function: Callable[[], object]) -> CapturedGraph | None:
         """A CUDA graph of `function` (XPU records none): run once on a side stream first,
@@ -152,6 +167,9 @@ class TorchAcceleratorBackend(DeviceBackend):
                 function()
             torch.cuda.current_stream(device).wait_stream(side)
             graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
+            # On this device's stream (torch's default capture stream belongs to the device
+            # current when the process first captured), and an operation another thread runs
+            # meanwhile neither fails nor invalidates the capture.
+            with torch.cuda.graph(graph, stream=side, capture_error_mode="thread_local"):
                 outputs = function()
         return TorchGraph(graph, outputs)

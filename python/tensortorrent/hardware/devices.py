@@ -53,9 +53,9 @@ def measure_host_to_device_bandwidth(device: str, nbytes: int = 256 << 20) -> fl
     module = getattr(torch, torch.device(device).type)
     best = float("inf")
     for _ in range(3):
-        module.synchronize()
+        module.synchronize(target.device)  # that device: synchronize() alone waits for the current one
         start = time.perf_counter()
         target.copy_(source, non_blocking=True)
-        module.synchronize()
+        module.synchronize(target.device)
         best = min(best, time.perf_counter() - start)
     return nbytes / best

@@ -41,11 +41,12 @@ def start_copy(link: DeviceLink, value: torch.Tensor) -> torch.Tensor:
 
 
 def copied_now(link: DeviceLink, value: torch.Tensor) -> torch.Tensor:
-    """A copy of `value` over `link`, complete when this returns. A value on the sending
-    device (a gradient backward just computed there) is waited for first: the link's
-    queue does not wait for the stream that backward's kernels ran on."""
-    backend, index = link.owner
-    if value.device == backend.torch_device(index):
+    """A copy of `value` over `link`, complete when this returns. The kernels backward
+    queued on both devices' current streams are waited for first: the link's queue does
+    not wait for them, and they may still read the value (a gradient just computed) or the
+    memory the caching allocator hands the copy's target (a weight copy backward freed
+    while its kernels were still queued)."""
+    for backend, index in {link.owner, link.target} - {None}:
         backend.synchronize(index)
     target = start_copy(link, value)
     link.queue.record().wait()

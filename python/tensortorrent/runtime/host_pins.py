@@ -24,9 +24,7 @@ from collections.abc import Iterable
 
 import torch
 
-from ..backends.interface import DeviceBackend
-
-PAGE = 4096
+from ..backends.interface import DeviceBackend, page_bounds
 
 
 class HostPins:
@@ -40,15 +38,26 @@ class HostPins:
         weakref.finalize(self, _release, self._pinned)
 
     def cover(self, ranges: Iterable[tuple[int, int]]) -> None:
-        """Registers each (address, bytes) range not seen before with every backend."""
+        """Registers with every backend the pages of each (address, bytes) range that no
+        earlier range of this program covered (CUDA refuses a page registered twice, and
+        its refusal is an error that later kernels would report)."""
         with self._lock:
             for address, nbytes in ranges:
-                if address in self._pinned or address in self._refused or nbytes <= 0:
+                if nbytes <= 0:
                     continue
-                took = [b for b in self._backends if b.register_host(address, nbytes)]
-                self._pinned[address] = (nbytes, took)
-                if len(took) < len(self._backends):
-                    self._refused[address] = nbytes
+                for begin, size in self._uncovered(*page_bounds(address, nbytes)):
+                    took = [b for b in self._backends if b.register_host(begin, size)]
+                    self._pinned[begin] = (size, took)
+                    if len(took) < len(self._backends):
+                        self._refused[begin] = size
+
+    def _uncovered(self, begin: int, end: int) -> list[tuple[int, int]]:
+        """The parts of [begin, end) outside every range seen, as (address, bytes)."""
+        parts = [(begin, end)]
+        for start, (size, _) in self._pinned.items():
+            parts = [piece for b, e in parts for piece in ((b, min(e, start)), (max(b, start + size), e))]
+            parts = [(b, e) for b, e in parts if b < e]
+        return [(b, e - b) for b, e in parts]
 
     @property
     def pinned_bytes(self) -> int:
@@ -81,7 +90,7 @@ def page_spans(tensors: Iterable[torch.Tensor]) -> list[tuple[int, int]]:
     overlap or touch merged (a page registers once)."""
     spans = sorted(
         {
-            (start - start % PAGE, -(-(start + storage.nbytes()) // PAGE) * PAGE)
+            page_bounds(start, storage.nbytes())
             for storage in (t.untyped_storage() for t in tensors if t.device.type == "cpu")
             if storage.nbytes() and (start := storage.data_ptr())
         }
