@@ -29,6 +29,7 @@ from torch import nn
 from .artifact.program_archive import load_program
 from .artifact.streamed_weights import PROFILED_COSTS, stream_weights
 from .capture import InputSignature, normalize
+from .capture.export import check_eval_semantics
 from .capture.weightless import capture_weightless, exported_weightless
 from .config import CompileConfig
 from .errors import InvalidArgumentError, NotFoundError, StorageError, UnsupportedError, UnsupportedFeatureError
@@ -62,7 +63,7 @@ def exported_source(model: object, checkpoint: object) -> torch.export.ExportedP
     artifact's program is (a graph with no tensor data, never unpickled), whose weights
     come from `checkpoint`; else None."""
     if isinstance(model, torch.export.ExportedProgram):
-        return model
+        return check_eval_semantics(model)
     if not isinstance(model, (str, os.PathLike)):
         return None
     path = os.fspath(model)
@@ -77,7 +78,7 @@ def exported_source(model: object, checkpoint: object) -> torch.export.ExportedP
             data = file.read()
     except FileNotFoundError as error:
         raise NotFoundError(f"tt.compile: {path}: no such .pt2 file") from error
-    return load_program(data, path)
+    return check_eval_semantics(load_program(data, path))
 
 
 def compile_from_checkpoint(

@@ -205,3 +205,8 @@ def test_outputs_torch_export_cannot_record_are_refused_and_nothing_is_written(t
     with pytest.raises(tt.UnsupportedError, match="saving: .*namedtuple.*return tuples, lists or dicts"):
         compiled.save(tmp_path / "a")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_loading_with_validate_numerics_is_refused_not_ignored(artifact):
+    with pytest.raises(tt.UnsupportedFeatureError, match="validate_numerics=True cannot be combined with tt.load"):
+        tt.load_compiled(artifact, config=tt.CompileConfig(validate_numerics=True))

@@ -142,3 +142,39 @@ def test_casting_or_moving_a_compiled_module_is_refused_and_leaves_the_model_as_
             change()
     assert model.weight.dtype == torch.float32 and model.weight.device.type == "cpu"
     torch.testing.assert_close(compiled(x), model(x).detach())
+
+
+class Repeat(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(4, 4)
+
+    def forward(self, n: int):
+        return self.linear(torch.ones(n, 4))
+
+
+def test_a_constant_input_of_another_type_is_a_mismatch_not_the_models_error():
+    compiled = tt.compile(Repeat().eval(), example_inputs=(3,))
+    for value in (3.0, True):
+        with pytest.raises(tt.InputMismatchError, match=f"compiled for the constant int 3, got .*{value}"):
+            compiled(value)
+
+
+def test_an_exported_program_must_be_in_eval_mode_and_of_static_shapes():
+    model, x = nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.5)), torch.randn(3, 4)
+    with pytest.raises(tt.UnsupportedError, match=r"runs aten::dropout in training mode .*model.eval\(\)"):
+        tt.compile(torch.export.export(model.train(), (x,)), (x,))
+    dynamic = torch.export.export(model.eval(), (x,), dynamic_shapes=({0: torch.export.Dim("batch")},))
+    with pytest.raises(tt.UnsupportedError, match="with a dynamic dimension: .* export without dynamic_shapes"):
+        tt.compile(dynamic, (x,))
+
+
+def test_load_state_dict_takes_the_models_own_keys_and_refuses_assign():
+    model, x = nn.Linear(4, 4).eval(), torch.randn(2, 4)
+    compiled = tt.compile(model, example_inputs=(x,))
+    halved = {name: value * 0.5 for name, value in model.state_dict().items()}  # "weight", not "model.weight"
+    compiled.load_state_dict(halved)
+    torch.testing.assert_close(model.weight, halved["weight"])
+    torch.testing.assert_close(compiled(x), model(x).detach())
+    with pytest.raises(tt.UnsupportedFeatureError, match=r"load_state_dict\(assign=True\)"):
+        compiled.load_state_dict(halved, assign=True)

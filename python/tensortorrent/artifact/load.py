@@ -12,7 +12,7 @@ from torch import nn
 from ..capture import InputSignature, normalize
 from ..capture.export import drop_dead_nodes, with_tensors
 from ..config import CompileConfig
-from ..errors import ArtifactError, InvalidArgumentError, TensorTorrentError
+from ..errors import ArtifactError, InvalidArgumentError, TensorTorrentError, UnsupportedFeatureError
 from ..hardware import hardware_fingerprint, hold_torch_threads, resolve_budgets
 from ..partition import parameter_owners, partition, regions_from_names
 from ..planning import build_plan, plan_from_json
@@ -167,6 +167,12 @@ def check_load_arguments(path: object, config: object, verify_integrity: object)
         raise InvalidArgumentError(f"load_compiled: path: expected a str or os.PathLike, got {type(path).__name__}")
     if config is not None and not isinstance(config, CompileConfig):
         raise InvalidArgumentError(f"load_compiled: config: expected a tt.CompileConfig, got {type(config).__name__}")
+    if config is not None and config.validate_numerics:
+        raise UnsupportedFeatureError(
+            "validate_numerics=True",
+            "tt.load_compiled (an artifact holds no model code to run eagerly)",
+            "check the numerics at tt.compile, or pass validate_numerics=False",
+        )
     if not isinstance(verify_integrity, bool):
         raise InvalidArgumentError(
             f"load_compiled: verify_integrity: expected a bool, got {type(verify_integrity).__name__}"

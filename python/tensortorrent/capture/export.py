@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 import torch
 from torch import nn
+from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 
 from ..errors import CaptureError, InvalidArgumentError, UnsupportedError
 
@@ -60,6 +61,31 @@ def capture_model(model: nn.Module, args: tuple, kwargs: dict, training: bool = 
     return functional_program(exported)
 
 
+# Operations whose flag (at that argument) says they run as in training: dropout's masks,
+# batch norm's batch statistics.
+_TRAINING_FLAGS = {
+    torch.ops.aten.dropout.default: 2,
+    torch.ops.aten.feature_dropout.default: 2,
+    torch.ops.aten.alpha_dropout.default: 2,
+    torch.ops.aten.feature_alpha_dropout.default: 2,
+    torch.ops.aten.native_dropout.default: 2,
+    torch.ops.aten.batch_norm.default: 5,
+}
+
+
+def check_eval_semantics(exported: torch.export.ExportedProgram) -> torch.export.ExportedProgram:
+    """`exported` itself; UnsupportedError where it was exported in training mode (a
+    compiled module has eval semantics, and a program holds no model to switch)."""
+    for node in exported.graph.nodes:
+        flag = _TRAINING_FLAGS.get(node.target)
+        if flag is not None and len(node.args) > flag and node.args[flag] is True:
+            raise UnsupportedError(
+                f"the exported program runs {node.target.name()} in training mode ({node.name}); export the "
+                "model in eval mode (model.eval() before torch.export.export)"
+            )
+    return exported
+
+
 def functional_program(exported: torch.export.ExportedProgram) -> torch.export.ExportedProgram:
     """The program with in-place ops rewritten as pure ones and without dead nodes."""
     with torch.no_grad(), warnings.catch_warnings():
@@ -77,6 +103,11 @@ def check_static_shapes(graph_module: torch.fx.GraphModule) -> None:
     for node in graph_module.graph.nodes:
         value = node.meta.get("val")
         if isinstance(value, torch.Tensor) and not all(isinstance(d, int) for d in value.shape):
+            if not free_unbacked_symbols(value):  # a dimension export was told is dynamic (dynamic_shapes)
+                raise UnsupportedError(
+                    f"{node.name} has shape {tuple(value.shape)}, with a dynamic dimension: TensorTorrent plans "
+                    "static shapes only; export without dynamic_shapes (or pass the model itself)"
+                )
             origin = node.meta.get("stack_trace", "").strip().splitlines()[-1:] or [str(node.target)]
             raise UnsupportedError(
                 f"{node.name} has shape {tuple(value.shape)}, which depends on the input's values "

@@ -134,7 +134,7 @@ class InputSignature:
 
 def _check_leaf(leaf: LeafSpec, value: Any) -> None:
     if leaf.shape is None:
-        if isinstance(value, torch.Tensor) or value != leaf.value:
+        if isinstance(value, torch.Tensor) or type(value) is not type(leaf.value) or value != leaf.value:
             raise InputMismatchError(
                 f"input {leaf.path}: compiled for the constant {leaf.describe()}, got {_describe(value)}"
             )

@@ -16,7 +16,7 @@ import tensortorrent as tt
 
 from .. import _core
 from ..files import drop_page_cache
-from ..hardware.budgets import DEFAULT_SPILL_DIR
+from ..hardware.budgets import spill_root
 from ..storage.checkpoint import open_checkpoint
 
 
@@ -108,8 +108,9 @@ def run_from_checkpoint(model, ids: torch.Tensor, expected: torch.Tensor, weight
     RAM budget of half its weights, timed with the checkpoint's page cache dropped before
     each call, against the disk bound: the bytes a call reads at this disk's read speed."""
     budget = weights // 2
-    os.makedirs(DEFAULT_SPILL_DIR, exist_ok=True)  # on a disk (a temporary folder may be in RAM)
-    with tempfile.TemporaryDirectory(prefix="demo-checkpoint-", dir=DEFAULT_SPILL_DIR) as folder:
+    spill = spill_root(None)  # TT_SPILL_DIR where set: on a disk (a temporary folder may be in RAM)
+    os.makedirs(spill, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="demo-checkpoint-", dir=spill) as folder:
         from transformers.utils import logging as transformers_logging
 
         transformers_logging.disable_progress_bar()  # the shards take no time to write

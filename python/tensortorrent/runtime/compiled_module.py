@@ -219,11 +219,22 @@ class CompiledModule(nn.Module):
         return super()._apply(fn, recurse)
 
     def load_state_dict(self, state_dict: Any, strict: bool = True, assign: bool = False) -> Any:
-        """As on any module, but refused where the weights stream from disk: calls read
-        them from a copy on disk, which new weights would not change."""
+        """As on any module, copying into the tensors the program computes from; the
+        model's own keys ("0.weight") are taken as well as this module's ("model.0.weight").
+        Refused where the weights stream from disk (calls read them from a copy there,
+        which new weights would not change) and with assign=True (new tensors, which the
+        program was not compiled over)."""
         if self._streams:
             raise self._streamed_weights_fixed("load_state_dict()")
-        return super().load_state_dict(state_dict, strict=strict, assign=assign)
+        if assign:
+            raise UnsupportedFeatureError(
+                "load_state_dict(assign=True)",
+                "a compiled program (it computes from the tensors it was compiled over)",
+                "load with assign=False, which copies into them",
+            )
+        if state_dict and not any(key.startswith("model.") for key in state_dict):
+            return self.model.load_state_dict(state_dict, strict=strict)
+        return super().load_state_dict(state_dict, strict=strict)
 
     def _streamed_weights_fixed(self, change: str) -> UnsupportedFeatureError:
         return UnsupportedFeatureError(
