@@ -36,10 +36,11 @@ def cpu_layer_seconds() -> float:
     return min(statistics.median(measure_cpu_seconds(compiled._runner, [x], repeats=9)) for _ in range(3))
 
 
-def small_device() -> tt.VirtualDevice:
+def small_device(speedup: float = 1.0) -> tt.VirtualDevice:
     # Room for one and a half layers: no layer stays resident, every one moves per call. The
-    # link copies a layer in what the cpu takes for it at batch 1: a split beats both.
-    bandwidth = LAYER_BYTES / cpu_layer_seconds()
+    # link copies a layer in what the cpu takes for it at batch 1 (over `speedup`): a split
+    # beats both.
+    bandwidth = speedup * LAYER_BYTES / cpu_layer_seconds()
     return tt.VirtualDevice("acc", memory_bytes=int(1.5 * LAYER_BYTES), flops=1e12, link_bandwidth=bandwidth)
 
 
