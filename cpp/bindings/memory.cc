@@ -8,6 +8,7 @@
 
 #include "bindings.h"
 #include "tt/common/error.h"
+#include "tt/memory/heap_retention.h"
 #include "tt/memory/host_arena.h"
 #include "tt/memory/ledger.h"
 
@@ -58,6 +59,19 @@ void bind_memory(nb::module_& m) {
       .def("acquire", &HostArenaPool::acquire, "An arena from the pool (reused once every handle to it is gone).")
       .def_prop_ro("arena_bytes", &HostArenaPool::arena_bytes)
       .def_prop_ro("allocated", &HostArenaPool::allocated);
+
+  nb::class_<HeapRetention>(m, "HeapRetention")
+      .def_ro("supported", &HeapRetention::supported)
+      .def_ro("trim_bytes", &HeapRetention::trim_bytes)
+      .def_ro("mmap_threshold", &HeapRetention::mmap_threshold)
+      .def("__repr__", [](const HeapRetention& h) {
+        return std::string("HeapRetention(supported=") + (h.supported ? "True" : "False") +
+               ", trim_bytes=" + std::to_string(h.trim_bytes) + ", mmap_threshold=" + std::to_string(h.mmap_threshold) +
+               ")";
+      });
+  m.def("retain_freed_heap", &retain_freed_heap, "bytes"_a,
+        "Keeps at least `bytes` of freed heap mapped for reuse (glibc only; never lowered); returns what is in force.");
+  m.def("heap_retention", &heap_retention, "What retain_freed_heap has set in this process.");
 }
 
 }  // namespace tt::bindings

@@ -34,6 +34,7 @@ from ..storage.spill_dir import spill_dir_for
 from .call_handle import CallHandle
 from .device_direct import DeviceDirect, device_direct
 from .device_kernels import describe_device_kernels
+from .heap_retention import retain_heap_for
 from .plane_program import PlaneProgram
 from .program_runner import ProgramRunner, detach_outputs
 from .region_backends import RegionBackends, eager_backends
@@ -145,6 +146,7 @@ class CompiledModule(nn.Module):
             lowered = in_memory_plan(self._runner, regions, plan, ram_budget_bytes, config.activation_budget_bytes)
             streamed = PlaneProgram(self._runner, lowered, spill_dir=spill_dir_for(lowered, config))
         self._plane = streamed
+        retain_heap_for(self._runner)
         # Weights streamed from disk are read from a copy there: the version of each
         # parameter when compiled, so that a call refuses weights changed since.
         self._compiled_versions = [(p, p._version) for p in model.parameters()] if self._streams else []
