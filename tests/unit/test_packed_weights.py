@@ -284,3 +284,60 @@ def test_a_packed_graph_must_beat_the_captured_one_by_the_margin(monkeypatch, pa
     activations = lambda: [None] * len(weights) + [x]  # noqa: E731
     graph, packed = packed_weights.packed_region_graph(module, dict(enumerate(weights)), 1 << 30, activations)
     assert (packed.count == KERNELS) == kept and (graph is module) != kept
+
+
+def test_a_traceable_graph_calls_the_packed_op_by_what_each_kernel_computes(packed_always_faster):
+    torch.manual_seed(0)
+    model, x = NormalizedConvolutions().eval(), torch.randn(2, 3, 12, 12)
+    module, weights = graph_and_weights(model, x)
+    rewritten, _ = with_packed_weights(module, dict(enumerate(weights)), room_bytes=1 << 30)
+    graph, kernels = packed_weights.traceable(rewritten)
+    assert set(kernels) == {m for m in rewritten.modules() if isinstance(m, PackedKernel)}
+    calls = [n for n in graph.graph.nodes if n.op == "call_function" and n.target == packed_weights.PACKED]
+    assert not any(n.op == "call_module" for n in graph.graph.nodes)
+    assert [n.args[1] for n in calls] == list(range(len(kernels)))
+    # Named by what each computes, so inductor's cache never serves one kernel's code for another.
+    assert [n.args[0].split(" -> ")[0] for n in calls] == [repr(k.kernel) for k in kernels]
+    with packed_weights.running(kernels):
+        torch.testing.assert_close(graph(*weights, x)[0], eager_outputs(model, (x,)), **TOLERANCE)
+
+
+@pytest.mark.parametrize("model_class", [NormalizedConvolutions, ActivatedProducts])
+def test_inductor_regions_compute_on_the_packed_weights_and_follow_changes(packed_always_faster, model_class):
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 12, 12) if model_class is NormalizedConvolutions else torch.randn(2, 5, 16)
+    # Two models of one architecture: inductor's cache gives the second the first's code,
+    # which must call the second's own kernels.
+    models = [model_class().eval(), model_class().eval()]
+    config = tt.CompileConfig(region_backend="inductor", max_region_nodes=4)
+    compiled = [tt.compile(model, (x,), config=config, devices="cpu") for model in models]
+    for model, module in zip(models, compiled, strict=True):
+        choices = module._backends.choices
+        assert any(c.backend == "inductor" and c.packed_kernels for c in choices)
+        assert sum(c.held_bytes for c in choices) == sum(c.packed_bytes for c in choices) > 0
+        torch.testing.assert_close(module(x), eager_outputs(model, (x,)), **TOLERANCE)
+    with torch.no_grad():  # the copies are made again, inductor's code computing from them
+        for parameter in models[0].parameters():
+            parameter.mul_(0.5)
+    for model, module in zip(models, compiled, strict=True):
+        torch.testing.assert_close(module(x), eager_outputs(model, (x,)), **TOLERANCE)
+
+
+def test_inductor_regions_are_compiled_for_the_layout_their_inputs_arrive_in(packed_always_faster):
+    """A packed convolution writes channels-last: the next region's code takes that layout
+    as it comes instead of copying it back to export's on every call."""
+    torch.manual_seed(0)
+    model, x = NormalizedConvolutions().eval(), torch.randn(2, 3, 12, 12)
+    compiled = tt.compile(model, (x,), config=tt.CompileConfig(region_backend="inductor", max_region_nodes=4))
+    runner = compiled._runner
+    assert compiled.region_count > 2
+    checked = 0
+    with torch.no_grad():
+        for kernel, inputs in zip(runner.kernels, runner.region_inputs([x]), strict=True):
+            compiled_for = {index: stride for index, _, stride in getattr(kernel.forward, "_layouts", [])}
+            for index, value in enumerate(inputs):
+                if index in compiled_for and value.dim() == 4 and not value.is_contiguous():
+                    assert value.stride() == compiled_for[index]
+                    checked += 1
+    assert checked > 0  # some region reads a channels-last value
+    torch.testing.assert_close(compiled(x), eager_outputs(model, (x,)), **TOLERANCE)

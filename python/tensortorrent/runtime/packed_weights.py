@@ -14,18 +14,20 @@ and packs again where a tensor it is made of is another tensor, or was changed i
 (its version counter moved), so it never computes with a stale copy. The copies cost
 memory for the program's life: the caller gives the room they may take, and the
 lowering plans their bytes as a resident buffer in RAM (planning/lowering.py), so
-budgets and simulated peaks count them. Only the eager
-graph of an inference region is rewritten: inductor compiles the graph as captured, and
-oneDNN's ops have no gradient.
+budgets and simulated peaks count them. Only inference regions are rewritten: oneDNN's
+ops have no gradient. Inductor compiles the rewritten graph too (`traceable`): each
+kernel becomes a call of the `tensortorrent::packed` op, which inductor leaves to us as
+it leaves aten's products to their libraries, fusing the operations between them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import operator
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -45,6 +47,7 @@ VIEWS = (aten.view.default, aten.reshape.default, aten._unsafe_view.default)
 # How much faster than its captured graph a region must run on packed weights to keep
 # them: beyond the timing's noise between two equal graphs (a few percent on two cores).
 PACKED_MARGIN = 1.03
+PACKED_OP_NAME = "tensortorrent::packed"
 
 
 class PackedKernel(nn.Module):
@@ -95,6 +98,79 @@ def _nbytes(tensor: torch.Tensor) -> int:
     if tensor.is_mkldnn:
         return int(torch.ops.mkldnn._nbytes(tensor))
     return tensor.numel() * tensor.element_size()
+
+
+# Inductor's code calls the kernels on packed weights of the region running it on this
+# thread by position (`running`), and names each by what it computes: its on-disk cache
+# then serves the same code to the same region compiled again, in any process, and never
+# to a region whose kernels compute something else.
+_running = threading.local()
+_OUTPUTS: dict[str, tuple[tuple[int, ...], torch.dtype, torch.memory_format]] = {}  # by kernel name
+
+torch.library.define(
+    PACKED_OP_NAME, "(str kernel, int position, Tensor x, Tensor? per_call, Tensor?[] sources) -> Tensor"
+)
+
+
+@torch.library.impl(PACKED_OP_NAME, "cpu")
+def _packed_op(
+    kernel: str, position: int, x: torch.Tensor, per_call: torch.Tensor | None, sources: list
+) -> torch.Tensor:
+    # In the layout its fake promises (a no-op where oneDNN wrote it so): inductor's code
+    # indexes the result by those strides.
+    _, _, layout = _OUTPUTS[kernel]
+    return _running.kernels[position](x, per_call, *sources).contiguous(memory_format=layout)
+
+
+@torch.library.register_fake(PACKED_OP_NAME)
+def _packed_shape(
+    kernel: str, position: int, x: torch.Tensor, per_call: torch.Tensor | None, sources: list
+) -> torch.Tensor:
+    shape, dtype, layout = _OUTPUTS[kernel]
+    return x.new_empty(shape, dtype=dtype).contiguous(memory_format=layout)
+
+
+PACKED = torch.ops.tensortorrent.packed.default
+
+
+@contextlib.contextmanager
+def running(kernels: Sequence[PackedKernel]) -> Iterator[None]:
+    """The kernels inductor's code for a region calls while it runs on this thread."""
+    before = getattr(_running, "kernels", None)
+    _running.kernels = kernels
+    try:
+        yield
+    finally:
+        _running.kernels = before
+
+
+def traceable(module: fx.GraphModule) -> tuple[fx.GraphModule, tuple[PackedKernel, ...]]:
+    """A copy of a rewritten region `module` whose kernels on packed weights are calls of
+    the `tensortorrent::packed` op (which inductor compiles around) instead of calls of
+    submodules, and those kernels in the positions the calls name (see `running`)."""
+    graph = fx.Graph()
+    copies: dict[fx.Node, fx.Node] = {}
+    graph.output(graph.graph_copy(module.graph, copies))
+    kernels: list[PackedKernel] = []
+    for node in module.graph.nodes:
+        if node.op != "call_module" or not isinstance(module.get_submodule(node.target), PackedKernel):
+            continue
+        kernel = module.get_submodule(node.target)
+        value = node.meta["val"]
+        # oneDNN writes a convolution's output channels-last, whatever its input's layout.
+        convolution = isinstance(kernel.kernel, (Convolution, NormalizedConvolution)) and value.dim() == 4
+        output = (tuple(value.shape), value.dtype, torch.channels_last if convolution else torch.contiguous_format)
+        name = f"{kernel.kernel!r} -> {output}"
+        _OUTPUTS[name] = output
+        copy = copies[node]
+        x, per_call, *sources = copy.args
+        with graph.inserting_before(copy):
+            call = graph.call_function(PACKED, (name, len(kernels), x, per_call, list(sources)))
+        call.meta = dict(copy.meta)
+        copy.replace_all_uses_with(call)
+        graph.erase_node(copy)
+        kernels.append(kernel)
+    return fx.GraphModule(module, graph, class_name=type(module).__name__), tuple(kernels)
 
 
 @dataclass(frozen=True)

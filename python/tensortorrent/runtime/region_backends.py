@@ -19,10 +19,12 @@ kernels; runtime/device_kernels.py compiles the same graphs for the accelerators
 places regions on.
 
 Under every backend, the matrix products of an inference region go to oneDNN wherever it
-multiplied them faster than aten's BLAS (runtime/onednn_linear.py): the eager graph and
-the graph inductor compiles are both the rewritten one. The eager graph of a region in an
-in-memory CPU plan also computes its convolutions and products from weights packed once,
-where that ran faster (runtime/packed_weights.py).
+multiplied them faster than aten's BLAS (runtime/onednn_linear.py), and in an in-memory
+CPU plan its convolutions and products compute from weights packed once, where that ran
+faster (runtime/packed_weights.py): the eager graph and the graph inductor compiles are
+both the rewritten one, so inductor fuses the operations between kernels on packed
+weights (ResNet-50's convolutions, GPT-2's products) instead of replacing them with its
+own calls of aten's kernels.
 """
 
 from __future__ import annotations
@@ -30,8 +32,9 @@ from __future__ import annotations
 import functools
 import logging
 import time
-from collections.abc import Callable, Container, Iterator, Sequence
+from collections.abc import Callable, Container, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
+from types import MappingProxyType
 from typing import Any
 
 import torch
@@ -44,7 +47,7 @@ from ..hardware.side_by_side import time_side_by_side
 from ..observe.units import format_bytes
 from ..partition import Region, build_region_module
 from .onednn_linear import on_onednn, onednn_count
-from .packed_weights import packed_region_graph
+from .packed_weights import PackedKernel, packed_region_graph, running, traceable
 
 log = logging.getLogger(__name__)
 
@@ -84,9 +87,9 @@ class RegionChoice:
 
     @property
     def held_bytes(self) -> int:
-        """What its kernel holds in RAM for the program's life: the packed weights of the
-        eager graph where that is what runs (inductor's code reads the weights as they are)."""
-        return self.packed_bytes if self.backend == EAGER else 0
+        """What its kernel holds in RAM for the program's life: the packed weights, which
+        the eager graph and inductor's code compiled from it both compute from."""
+        return self.packed_bytes
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -178,6 +181,10 @@ def compile_regions(
     on `region_inputs()` (real values), else on random values of their shapes."""
     choices, forwards, modules = [], {}, []
     bound = {b.slot: b.tensor for b in program.bound}
+    # The strides of the values the regions built so far give, where they differ from
+    # export's: a kernel on a packed weight writes a convolution's output channels-last,
+    # and a region compiled for another layout would copy it back on every call.
+    arriving: dict[fx.Node, tuple[int, ...]] = {}
     for region in regions:
         captured = build_region_module(program.graph_module, region)
         module, onednn = on_onednn(captured)
@@ -196,11 +203,15 @@ def compile_regions(
         if wanted == INDUCTOR:
             if on_region is not None:
                 on_region(region.index, len(regions))
-            choice, forward = compile_graph(module, region.in_nodes, torch.device("cpu"), region.index)
+            # Inductor compiles the graph on packed weights where the eager graph is one.
+            graph, kernels = traceable(eager) if packed.count else (module, ())
+            choice, forward = compile_graph(
+                graph, region.in_nodes, torch.device("cpu"), region.index, module.forward, kernels, arriving
+            )
             if saved is not None and forward is not None:  # the figures measured when it was compiled
                 before = saved[region.index]
                 choice = RegionChoice(INDUCTOR, choice.compile_s, before.eager_s, before.inductor_s)
-        on_onednn_there = eager_onednn if choice.backend == EAGER else onednn
+        on_onednn_there = eager_onednn if choice.backend == EAGER or packed.count else onednn
         choices.append(
             replace(
                 choice,
@@ -212,23 +223,33 @@ def compile_regions(
         )
         if forward is not None or onednn or packed.count:
             forwards[region.index] = forward or eager.forward
+        if packed.count or arriving:  # as either kernel writes them
+            arriving.update(output_strides(traceable(eager)[0] if packed.count else eager, region, arriving))
     backends = RegionBackends(mode, tuple(choices), forwards)
     if mode == AUTO and saved is None:
         if region_inputs is None:
-            region_inputs = lambda: (example_inputs(region.in_nodes) for region in regions)  # noqa: E731
+            region_inputs = lambda: (example_inputs(region.in_nodes, strides=arriving) for region in regions)  # noqa: E731
         return _keep_faster(backends, modules, region_inputs())
     return backends
 
 
 def compile_graph(
-    module: fx.GraphModule, in_nodes: Sequence[fx.Node], device: torch.device, index: int
+    module: fx.GraphModule,
+    in_nodes: Sequence[fx.Node],
+    device: torch.device,
+    index: int,
+    eager: Callable[..., Any] | None = None,
+    kernels: Sequence[PackedKernel] = (),
+    strides: Mapping[fx.Node, tuple[int, ...]] = MappingProxyType({}),
 ) -> tuple[RegionChoice, Callable | None]:
     """Inductor's code for region `index`'s graph on `device` (None where it stays eager,
-    the choice saying why), compiled on fake inputs of the shapes export recorded: no
-    weight or activation is allocated to compile it."""
+    the choice saying why), compiled on fake inputs of the shapes export recorded (and of
+    `strides` where given): no weight or activation is allocated to compile it. `eager`
+    runs inputs of other sizes (default: `module` itself); `kernels`: those on packed
+    weights that the graph calls (runtime/packed_weights.py: traceable)."""
     if not any(node.op == "call_function" for node in module.graph.nodes):
         return RegionChoice(EAGER, note="nothing to compile (no operations)"), None
-    inputs = fake_inputs(in_nodes, device)
+    inputs = fake_inputs(in_nodes, device, strides)
     start = time.perf_counter()
     try:
         with torch.no_grad():
@@ -237,7 +258,7 @@ def compile_graph(
         log.warning("region %d stays eager on %s: inductor could not compile it (%s)", index, device, error)
         return RegionChoice(EAGER, note=f"inductor failed: {type(error).__name__}: {str(error)[:120]}"), None
     compile_s = time.perf_counter() - start
-    return RegionChoice(INDUCTOR, compile_s), StrideMatched(compiled, module.forward, inputs)
+    return RegionChoice(INDUCTOR, compile_s), StrideMatched(compiled, eager or module.forward, inputs, kernels)
 
 
 def faster_of(
@@ -271,11 +292,14 @@ def _keep_faster(
 
 
 def example_inputs(
-    in_nodes: Sequence[fx.Node], device: torch.device | None = None, skip: Container[int] = ()
+    in_nodes: Sequence[fx.Node],
+    device: torch.device | None = None,
+    skip: Container[int] = (),
+    strides: Mapping[fx.Node, tuple[int, ...]] = MappingProxyType({}),
 ) -> list[Any]:
-    """Inputs of the shapes, dtypes and strides export recorded, on `device` (the CPU by
-    default): random floats (their values do not change a kernel's speed), zeros elsewhere
-    (valid indices, masks); None at the positions in `skip`."""
+    """Inputs of the shapes, dtypes and strides export recorded (or `strides`, where
+    given), on `device` (the CPU by default): random floats (their values do not change a
+    kernel's speed), zeros elsewhere (valid indices, masks); None at the positions in `skip`."""
     values = []
     for position, node in enumerate(in_nodes):
         if position in skip:
@@ -285,7 +309,8 @@ def example_inputs(
         if meta is None:
             values.append(node.meta.get("val"))
             continue
-        value = torch.empty_strided(tuple(meta.shape), tuple(meta.stride()), dtype=meta.dtype, device=device)
+        stride = strides.get(node, tuple(meta.stride()))
+        value = torch.empty_strided(tuple(meta.shape), stride, dtype=meta.dtype, device=device)
         if value.is_floating_point():
             value.normal_()
         else:
@@ -294,20 +319,48 @@ def example_inputs(
     return values
 
 
-def fake_inputs(in_nodes: Sequence[fx.Node], device: torch.device) -> list[Any]:
-    """Fake tensors on `device` of the shapes, dtypes and strides export recorded, static,
-    made under a mode with a shape environment: inductor keys its on-disk graph cache on
-    that environment, and bypasses the cache for real tensors (which carry none)."""
+def fake_inputs(
+    in_nodes: Sequence[fx.Node],
+    device: torch.device,
+    strides: Mapping[fx.Node, tuple[int, ...]] = MappingProxyType({}),
+    mode: FakeTensorMode | None = None,
+) -> list[Any]:
+    """Fake tensors on `device` of the shapes, dtypes and strides export recorded (or
+    `strides`, where given), static, made under a mode with a shape environment: inductor
+    keys its on-disk graph cache on that environment, and bypasses the cache for real
+    tensors (which carry none)."""
     values = []
-    with FakeTensorMode(shape_env=ShapeEnv()):
+    with mode or FakeTensorMode(shape_env=ShapeEnv()):
         for node in in_nodes:
             meta = _static_meta(node)
-            values.append(
-                node.meta.get("val")
-                if meta is None
-                else torch.empty_strided(tuple(meta.shape), tuple(meta.stride()), dtype=meta.dtype, device=device)
-            )
+            if meta is None:
+                values.append(node.meta.get("val"))
+                continue
+            stride = strides.get(node, tuple(meta.stride()))
+            values.append(torch.empty_strided(tuple(meta.shape), stride, dtype=meta.dtype, device=device))
     return values
+
+
+def output_strides(
+    module: fx.GraphModule, region: Region, strides: Mapping[fx.Node, tuple[int, ...]]
+) -> dict[fx.Node, tuple[int, ...]]:
+    """The strides of the CPU values region `region`'s graph `module` gives from inputs of
+    `strides` (export's elsewhere), where they differ from export's, computed on fake
+    values: what its eager graph gives, and what inductor's code gives (it keeps the
+    strides of the graph it traced). None where the graph cannot run on fake values."""
+    mode = FakeTensorMode(shape_env=ShapeEnv(), allow_non_fake_inputs=True)
+    try:
+        with mode, torch.no_grad():
+            outputs = module(*fake_inputs(region.in_nodes, torch.device("cpu"), strides, mode))
+    except Exception as error:  # export's strides stand: a call copies what arrives otherwise
+        log.debug("region %d: no fake run to follow its strides (%s)", region.index, error)
+        return {}
+    found = {}
+    for node, value in zip(region.out_nodes, outputs, strict=True):
+        meta = node.meta.get("val")
+        if isinstance(value, torch.Tensor) and isinstance(meta, torch.Tensor) and value.stride() != meta.stride():
+            found[node] = tuple(value.stride())
+    return found
 
 
 def _static_meta(node: fx.Node) -> torch.Tensor | None:
@@ -330,8 +383,15 @@ class StrideMatched:
     region on a slice of its weights: other sizes, which the eager graph runs. (The
     checks cost a few hundred nanoseconds per input.)"""
 
-    def __init__(self, compiled: Callable[..., Any], eager: Callable[..., Any], inputs: Sequence[Any]) -> None:
-        self._compiled, self._eager = compiled, eager
+    def __init__(
+        self,
+        compiled: Callable[..., Any],
+        eager: Callable[..., Any],
+        inputs: Sequence[Any],
+        kernels: Sequence[PackedKernel] = (),
+    ) -> None:
+        """`kernels`: those on packed weights that the code calls (runtime/packed_weights.py)."""
+        self._compiled, self._eager, self._kernels = compiled, eager, tuple(kernels)
         tensors = [(index, value) for index, value in enumerate(inputs) if isinstance(value, torch.Tensor)]
         self._layouts = [(index, value.shape, value.stride()) for index, value in tensors]
 
@@ -344,7 +404,10 @@ class StrideMatched:
             if value.stride() != stride:
                 fixed = fixed or list(args)
                 fixed[index] = torch.empty_strided(shape, stride, dtype=value.dtype, device=value.device).copy_(value)
-        return self._compiled(*(fixed or args))
+        if not self._kernels:
+            return self._compiled(*(fixed or args))
+        with running(self._kernels):
+            return self._compiled(*(fixed or args))
 
 
 def unless_model_forward_is_faster(
