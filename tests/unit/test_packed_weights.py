@@ -341,3 +341,28 @@ def test_inductor_regions_are_compiled_for_the_layout_their_inputs_arrive_in(pac
                     checked += 1
     assert checked > 0  # some region reads a channels-last value
     torch.testing.assert_close(compiled(x), eager_outputs(model, (x,)), **TOLERANCE)
+
+
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+def test_outputs_keep_the_layout_eager_gives_them(packed_always_faster, backend):
+    """A packed convolution writes channels-last; the caller gets eager's contiguous
+    output, which `view` takes as it would eager's."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.Conv2d(8, 8, 3, padding=1), nn.ReLU()).eval()
+    x = torch.randn(2, 3, 8, 8)
+    config = tt.CompileConfig(region_backend=backend, max_region_nodes=2)
+    compiled = tt.compile(model, (x,), config=config, devices="cpu")
+    assert compiled.region_count > 1 and sum(c.packed_kernels for c in compiled._backends.choices) == 2
+    out = compiled(x)
+    assert out.is_contiguous()
+    torch.testing.assert_close(out.view(2, -1), eager_outputs(model, (x,)).view(2, -1), **TOLERANCE)
+
+
+def test_a_loaded_artifact_compiles_its_inductor_regions_on_packed_weights_again(packed_always_faster, tmp_path):
+    torch.manual_seed(0)
+    model, x = NormalizedConvolutions().eval(), torch.randn(2, 3, 12, 12)
+    config = tt.CompileConfig(region_backend="inductor", max_region_nodes=4)
+    tt.compile(model, (x,), config=config, devices="cpu").save(tmp_path / "artifact")
+    loaded = tt.load_compiled(tmp_path / "artifact")  # the saved choices, under the default config
+    assert any(c.backend == "inductor" and c.packed_kernels for c in loaded._backends.choices)
+    torch.testing.assert_close(loaded(x), eager_outputs(model, (x,)), **TOLERANCE)

@@ -249,7 +249,7 @@ class PlaneCall:
             value = self.value(buffer)
             # A core buffer goes back to the pool with the call: the caller gets its own copy.
             flat.append(value.clone() if buffer in lowered.views and self.env[buffer] is None else value)
-        outputs = pytree.tree_unflatten(flat, self._runner.out_spec)
+        outputs = pytree.tree_unflatten(self._runner.as_eager_lays_out(flat), self._runner.out_spec)
         return outputs if self._grad else detach_outputs(outputs)
 
 

@@ -89,6 +89,8 @@ class ProgramRunner:
                 )
             )
         self.outputs = [(slot_of[r.node], None) if r.node is not None else (None, r.constant) for r in program.outputs]
+        # Per output, the memory format eager gives it (export's record), where one is.
+        self._output_formats = [_memory_format(r.node) if r.node is not None else None for r in program.outputs]
         self.mutations = [(slot_of[node], buffer) for node, buffer in program.buffer_mutations]
         # The bound slots of the buffers a call updates (batch norm's running statistics).
         bound_slot = {id(b.tensor): b.slot for b in program.bound}
@@ -114,6 +116,17 @@ class ProgramRunner:
             if len(regions) == 1 and slot not in pinned:
                 own.setdefault(next(iter(regions)), []).append(slot)
         return own
+
+    def as_eager_lays_out(self, flat: list[Any]) -> list[Any]:
+        """The call's outputs in the memory format eager gives them: a kernel on a packed
+        weight writes a convolution's output channels-last, and a caller may view eager's
+        contiguous output (`out.view(n, -1)`) in ways another layout refuses."""
+        return [
+            value.contiguous(memory_format=layout)
+            if layout is not None and isinstance(value, torch.Tensor) and not value.is_contiguous(memory_format=layout)
+            else value
+            for value, layout in zip(flat, self._output_formats, strict=True)
+        ]
 
     @property
     def bound_values(self) -> list[Any]:
@@ -204,7 +217,7 @@ class InlineCall:
         env = self.env
         update_buffers(self._runner.mutations, [env[slot] for slot, _ in self._runner.mutations])
         flat = [env[slot] if slot is not None else constant for slot, constant in self._runner.outputs]
-        outputs = pytree.tree_unflatten(flat, self._runner.out_spec)
+        outputs = pytree.tree_unflatten(self._runner.as_eager_lays_out(flat), self._runner.out_spec)
         return outputs if grad else detach_outputs(outputs)
 
 
@@ -214,6 +227,15 @@ def update_buffers(mutations: list[tuple[int, torch.Tensor]], values: list[Any])
     with torch.no_grad():
         for (_, buffer), value in zip(mutations, values):
             buffer.copy_(value)
+
+
+def _memory_format(node: fx.Node) -> torch.memory_format | None:
+    value = node.meta.get("val")
+    if not isinstance(value, torch.Tensor) or not all(isinstance(d, int) for d in value.shape):
+        return None
+    if value.is_contiguous():
+        return torch.contiguous_format
+    return torch.channels_last if value.dim() == 4 and value.is_contiguous(memory_format=torch.channels_last) else None
 
 
 def _tensor_meta(node: fx.Node) -> tuple[torch.dtype, tuple[int, ...]] | None:

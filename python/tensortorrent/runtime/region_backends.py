@@ -185,6 +185,7 @@ def compile_regions(
     # export's: a kernel on a packed weight writes a convolution's output channels-last,
     # and a region compiled for another layout would copy it back on every call.
     arriving: dict[fx.Node, tuple[int, ...]] = {}
+    compiling = mode != EAGER if saved is None else any(choice.backend == INDUCTOR for choice in saved)
     for region in regions:
         captured = build_region_module(program.graph_module, region)
         module, onednn = on_onednn(captured)
@@ -200,11 +201,11 @@ def compile_regions(
         modules.append(eager)
         wanted = saved[region.index].backend if saved is not None else (EAGER if mode == EAGER else INDUCTOR)
         choice, forward = saved[region.index] if saved is not None else RegionChoice(EAGER), None
+        # What inductor compiles: the eager graph, its kernels on packed weights as the op.
+        graph, kernels = traceable(eager) if packed.count and compiling else (eager, ())
         if wanted == INDUCTOR:
             if on_region is not None:
                 on_region(region.index, len(regions))
-            # Inductor compiles the graph on packed weights where the eager graph is one.
-            graph, kernels = traceable(eager) if packed.count else (module, ())
             choice, forward = compile_graph(
                 graph, region.in_nodes, torch.device("cpu"), region.index, module.forward, kernels, arriving
             )
@@ -223,8 +224,8 @@ def compile_regions(
         )
         if forward is not None or onednn or packed.count:
             forwards[region.index] = forward or eager.forward
-        if packed.count or arriving:  # as either kernel writes them
-            arriving.update(output_strides(traceable(eager)[0] if packed.count else eager, region, arriving))
+        if compiling and (packed.count or arriving):  # as either kernel writes them
+            arriving.update(output_strides(graph, region, arriving))
     backends = RegionBackends(mode, tuple(choices), forwards)
     if mode == AUTO and saved is None:
         if region_inputs is None:
