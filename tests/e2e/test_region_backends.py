@@ -237,3 +237,16 @@ def test_the_training_program_runs_eager_regions():
 def test_config_fields_are_checked(field, value, error, message):
     with pytest.raises(error, match=f"CompileConfig.{field}: {message}"):
         tt.CompileConfig(**{field: value})
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_inductor_regions_on_packed_weights_match_eager_on_real_architectures(name, packed_always_faster):
+    """GPT-2's products with their GELU as post-op, Llama's with silu, BERT's, and
+    ResNet's convolutions with their norms folded in and the residual sums as post-ops,
+    all called from inductor's code."""
+    build, inputs = CASES[name]
+    torch.manual_seed(0)
+    model, args = build(), inputs()
+    compiled = tt.compile(model, args, config=tt.CompileConfig(region_backend="inductor"), devices="cpu")
+    assert any(c.backend == "inductor" and c.packed_kernels for c in compiled._backends.choices)
+    assert_close_to_eager(compiled, model, args)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import math
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
 import pytest
@@ -48,21 +49,6 @@ class ConvsAndProducts(nn.Module):
 
 
 KERNELS = 5  # what ConvsAndProducts packs where every packed kernel is faster
-
-
-@pytest.fixture
-def packed_always_faster(monkeypatch):
-    """Every convolution and product timed faster on its packed weight, alone and in its
-    region (the graph on packed weights, timed second, runs in half the time)."""
-    for kernels in (conv_kernels, matmul_kernels):
-        real = kernels.packed_timing
-
-        def faster(kernel, real=real):
-            timing = real(kernel)
-            return replace(timing, unpacked_s=1.0, packed_s=0.5) if timing.packed_s is not None else timing
-
-        monkeypatch.setattr(kernels, "packed_timing", faster)
-    monkeypatch.setattr(packed_weights, "time_side_by_side", lambda captured, packed: (1.0, 0.5))
 
 
 def graph_and_weights(model: nn.Module, x: torch.Tensor):
@@ -366,3 +352,15 @@ def test_a_loaded_artifact_compiles_its_inductor_regions_on_packed_weights_again
     loaded = tt.load_compiled(tmp_path / "artifact")  # the saved choices, under the default config
     assert any(c.backend == "inductor" and c.packed_kernels for c in loaded._backends.choices)
     torch.testing.assert_close(loaded(x), eager_outputs(model, (x,)), **TOLERANCE)
+
+
+def test_threads_calling_inductor_regions_on_packed_weights_each_get_their_own_results(packed_always_faster):
+    torch.manual_seed(0)
+    model, inputs = NormalizedConvolutions().eval(), [torch.randn(2, 3, 12, 12) for _ in range(4)]
+    config = tt.CompileConfig(region_backend="inductor", max_region_nodes=4)
+    compiled = tt.compile(model, (inputs[0],), config=config, devices="cpu")
+    with ThreadPoolExecutor(len(inputs)) as pool:
+        results = list(pool.map(lambda x: [compiled(x) for _ in range(5)], inputs))
+    for x, got in zip(inputs, results, strict=True):
+        for output in got:
+            torch.testing.assert_close(output, eager_outputs(model, (x,)), **TOLERANCE)
