@@ -50,3 +50,20 @@ def test_tt_heap_retention_0_leaves_the_thresholds_alone():
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == "False"
+
+
+@glibc_only
+@pytest.mark.parametrize(
+    "setting", [("MALLOC_TRIM_THRESHOLD_", "1000000000"), ("GLIBC_TUNABLES", "glibc.malloc.trim_threshold=1000000000")]
+)
+def test_thresholds_the_process_set_itself_are_left_alone(setting):
+    code = (
+        "import torch, tensortorrent as tt; from tensortorrent import _core\n"
+        "tt.compile(torch.nn.Linear(4, 4).eval(), example_inputs=(torch.randn(2, 4),))\n"
+        "print(_core.heap_retention().supported)\n"
+    )
+    env = {**os.environ, setting[0]: setting[1]}
+    env.pop("TT_HEAP_RETENTION", None)
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "False"

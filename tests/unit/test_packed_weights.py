@@ -24,6 +24,7 @@ from tensortorrent.hardware.conv_kernels import Convolution
 from tensortorrent.hardware.matmul_kernels import Product
 from tensortorrent.runtime import packed_weights
 from tensortorrent.runtime.packed_weights import Packed, PackedKernel, with_packed_weights
+from tensortorrent.runtime.region_backends import StrideMatched
 
 pytestmark = pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="torch built without oneDNN")
 TOLERANCE = dict(rtol=1e-4, atol=1e-5)
@@ -364,3 +365,34 @@ def test_threads_calling_inductor_regions_on_packed_weights_each_get_their_own_r
     for x, got in zip(inputs, results, strict=True):
         for output in got:
             torch.testing.assert_close(output, eager_outputs(model, (x,)), **TOLERANCE)
+
+
+class ChannelsLastPassThrough(nn.Module):
+    def forward(self, x):
+        return x, torch.sigmoid(torch.relu(x * 2.0) + 1.0)
+
+
+def test_outputs_no_region_on_packed_weights_made_keep_the_layout_they_were_made_in():
+    """A channels-last input gives channels-last outputs, as in eager, and an output that
+    is the input is the input itself."""
+    model = ChannelsLastPassThrough().eval()
+    x = torch.randn(2, 3, 4, 5).contiguous(memory_format=torch.channels_last)
+    compiled = tt.compile(model, (torch.randn(2, 3, 4, 5),), config=tt.CompileConfig(max_region_nodes=1))
+    assert compiled.region_count > 1
+    same, activated = compiled(x)
+    expected = eager_outputs(model, (x,))
+    assert same is x and activated.stride() == expected[1].stride()
+    torch.testing.assert_close(activated, expected[1])
+
+
+def test_strides_that_differ_only_along_dimensions_of_size_one_are_not_copied():
+    """oneDNN writes a 1x1 output with strides (16, 1, 16, 16) where its fake has
+    (16, 1, 1, 1): the same bytes, which the compiled code takes as they are."""
+    seen = []
+    example = torch.empty(2, 16, 1, 1)
+    forward = StrideMatched(lambda value: seen.append(value) or value, lambda value: value, [example])
+    arrived = torch.randn(2, 16).as_strided((2, 16, 1, 1), (16, 1, 16, 16))
+    forward(arrived)
+    assert seen[0] is arrived
+    forward(torch.randn(2, 16, 1, 1).transpose(0, 1).contiguous().transpose(0, 1))  # another layout: copied
+    assert seen[1].stride() == example.stride()

@@ -2,6 +2,8 @@
 #include "tt/memory/heap_retention.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <string>
 
@@ -19,9 +21,19 @@ constexpr std::int64_t kMiB = 1 << 20;
 // limit its adaptive threshold stops at; its adaptive trim threshold is twice that.
 constexpr std::int64_t kMmapThreshold = 32 * kMiB;
 constexpr std::int64_t kMinTrim = 2 * kMmapThreshold;
+constexpr std::int64_t kMaxTrim = 0x7fffffff;  // mallopt takes an int
 
 std::mutex retention_mutex;
 HeapRetention in_force;
+
+// Whether the process set glibc's thresholds itself (its environment, read by glibc at
+// start): its settings win, so they are left alone.
+bool thresholds_set_by_process() {
+  const char* tunables = std::getenv("GLIBC_TUNABLES");
+  const bool tuned = tunables != nullptr && (std::strstr(tunables, "glibc.malloc.trim_threshold") != nullptr ||
+                                             std::strstr(tunables, "glibc.malloc.mmap_threshold") != nullptr);
+  return tuned || std::getenv("MALLOC_TRIM_THRESHOLD_") != nullptr || std::getenv("MALLOC_MMAP_THRESHOLD_") != nullptr;
+}
 
 }  // namespace
 
@@ -31,14 +43,13 @@ HeapRetention retain_freed_heap(std::int64_t bytes) {
   }
   std::lock_guard lock(retention_mutex);
 #if defined(__GLIBC__)
-  const std::int64_t trim = std::max({bytes, kMinTrim, in_force.trim_bytes});
-  if (trim == in_force.trim_bytes) return in_force;
-  // mallopt takes an int: beyond it, keep the largest it takes. Where it refuses a value
-  // (no glibc of ours does), the adaptive thresholds simply stay: this is a speed-up only.
-  const int trim_arg = static_cast<int>(std::min<std::int64_t>(trim, 0x7fffffff));
-  if (mallopt(M_MMAP_THRESHOLD, static_cast<int>(kMmapThreshold)) == 1 && mallopt(M_TRIM_THRESHOLD, trim_arg) == 1) {
-    in_force = HeapRetention{true, trim_arg, kMmapThreshold};
-  }
+  const std::int64_t trim = std::min(std::max({bytes, kMinTrim, in_force.trim_bytes}), kMaxTrim);
+  if (trim == in_force.trim_bytes || thresholds_set_by_process()) return in_force;
+  // Where glibc refuses a value (none of ours does), what it took stays and retention
+  // says unsupported: this is a speed-up only.
+  const bool mmap_set = mallopt(M_MMAP_THRESHOLD, static_cast<int>(kMmapThreshold)) == 1;
+  const bool trim_set = mallopt(M_TRIM_THRESHOLD, static_cast<int>(trim)) == 1;
+  if (mmap_set && trim_set) in_force = HeapRetention{true, trim, kMmapThreshold};
 #else
   (void)bytes;
 #endif

@@ -4,11 +4,12 @@ glibc's malloc adapts two thresholds to what the process freed before: whether a
 activations come back from its heap or are given back to the OS and faulted in again,
 page by page, on the next call depends on that history. A GPT-2 forward here took
 6,000 page faults per call (its 26 MB of logits, about 8% of its time) in one process
-and none in another. A compiled module therefore asks the core to keep freed memory up
-to twice what one call's values take (runtime/program_runner.py's planned sizes), within
-a cap; the retention is process-wide and only ever raised (the core's
-retain_freed_heap). Memory is kept only where a call had it live, so no budget is
-exceeded. TT_HEAP_RETENTION=0 leaves glibc's thresholds alone.
+and none in another. A compiled module therefore asks the core to keep freed memory
+mapped while it stays under twice what one call's values take (runtime/program_runner.py's
+planned sizes), within a cap; the retention is process-wide and only ever raised (the
+core's retain_freed_heap, which leaves thresholds the process set itself). Memory is
+kept only where a call had it live, so no budget is exceeded. TT_HEAP_RETENTION=0 leaves
+glibc's thresholds alone.
 """
 
 from __future__ import annotations

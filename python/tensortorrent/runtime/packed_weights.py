@@ -119,7 +119,10 @@ def _packed_op(
     # In the layout its fake promises (a no-op where oneDNN wrote it so): inductor's code
     # indexes the result by those strides.
     _, _, layout = _OUTPUTS[kernel]
-    return _running.kernels[position](x, per_call, *sources).contiguous(memory_format=layout)
+    kernels = getattr(_running, "kernels", None)
+    if kernels is None:
+        raise RuntimeError(f"{PACKED_OP_NAME} runs only within a region's call (packed_weights.running)")
+    return kernels[position](x, per_call, *sources).contiguous(memory_format=layout)
 
 
 @torch.library.register_fake(PACKED_OP_NAME)

@@ -89,8 +89,18 @@ class ProgramRunner:
                 )
             )
         self.outputs = [(slot_of[r.node], None) if r.node is not None else (None, r.constant) for r in program.outputs]
-        # Per output, the memory format eager gives it (export's record), where one is.
-        self._output_formats = [_memory_format(r.node) if r.node is not None else None for r in program.outputs]
+        # Per output a region on packed weights makes, the memory format export recorded
+        # for it (a packed convolution writes channels-last whatever eager would).
+        packed = {
+            slot_of[node]
+            for region in regions
+            if backends is not None and backends.choices[region.index].packed_kernels
+            for node in region.out_nodes
+        }
+        self._output_formats = [
+            _memory_format(r.node) if r.node is not None and slot_of[r.node] in packed else None
+            for r in program.outputs
+        ]
         self.mutations = [(slot_of[node], buffer) for node, buffer in program.buffer_mutations]
         # The bound slots of the buffers a call updates (batch norm's running statistics).
         bound_slot = {id(b.tensor): b.slot for b in program.bound}
@@ -118,9 +128,10 @@ class ProgramRunner:
         return own
 
     def as_eager_lays_out(self, flat: list[Any]) -> list[Any]:
-        """The call's outputs in the memory format eager gives them: a kernel on a packed
-        weight writes a convolution's output channels-last, and a caller may view eager's
-        contiguous output (`out.view(n, -1)`) in ways another layout refuses."""
+        """The call's outputs, those of regions on packed weights in the memory format
+        export recorded: a kernel on a packed weight writes a convolution's output
+        channels-last, and a caller may view eager's contiguous output (`out.view(n, -1)`)
+        in ways another layout refuses. Every other output is as its region made it."""
         return [
             value.contiguous(memory_format=layout)
             if layout is not None and isinstance(value, torch.Tensor) and not value.is_contiguous(memory_format=layout)
