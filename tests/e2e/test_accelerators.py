@@ -118,7 +118,11 @@ def test_training_on_a_device_with_memory_of_its_own_streams_parameters_and_eval
     assert trainer.devices == (0,) * 4 and not any(trainer.resident), "training copies every parameter per call"
     assert f"{apart_device}: no weight resident (the optimizer steps the parameters in RAM)" in compiled.explain()
 
-    train_side_by_side(compiled, eager, x, lambda parameters: torch.optim.Adam(parameters, lr=1e-2), steps=3)
+    # Adam divides each step by the root of the gradient's running square: a gradient at
+    # float-noise level, a few ulps apart between BLAS kernels on buffers of another
+    # alignment, moved 6 of 65,536 weights by 2e-5 in one CI run.
+    adam = lambda parameters: torch.optim.Adam(parameters, lr=1e-2)  # noqa: E731
+    train_side_by_side(compiled, eager, x, adam, steps=3, tolerance=dict(rtol=1e-4, atol=1e-4))
     assert parameter_copies(compiled) == 8, "each step copies every weight and bias to the device"
 
 

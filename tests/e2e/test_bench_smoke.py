@@ -62,7 +62,9 @@ def test_s1_fit_benchmark_quick_run(tmp_path):
             assert len(result["timing"]["samples_us"]) == results["settings"]["runs"]
             assert result["max_abs_error"] < 1e-4
             assert (result["cosine"] is not None) == (name == "gpt2_small")
-        assert systems["eager"]["ratio_to_eager"] == 1.0 and systems["eager"]["max_abs_error"] == 0
+        # Two eager calls may differ in the last bits: BLAS kernels take other paths on
+        # buffers of another alignment, and compiling changes the process's heap.
+        assert systems["eager"]["ratio_to_eager"] == 1.0 and systems["eager"]["max_abs_error"] < 1e-5
         assert systems["eager"]["paired_ratios"] == {}  # torch.compile was not selected
         paired = systems["tensortorrent"]["paired_ratios"]["eager"]
         assert paired["low"] <= paired["median"] <= paired["high"]
