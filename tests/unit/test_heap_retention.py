@@ -39,17 +39,22 @@ def test_retention_only_rises_and_refuses_negative_bytes():
     assert _core.retain_freed_heap(0).trim_bytes >= before
 
 
-@glibc_only
-def test_tt_heap_retention_0_leaves_the_thresholds_alone():
+def retention_after_a_compile(**environment: str) -> bool:
+    """Whether a fresh process with `environment` set holds the retention after compiling."""
     code = (
         "import torch, tensortorrent as tt; from tensortorrent import _core\n"
         "tt.compile(torch.nn.Linear(4, 4).eval(), example_inputs=(torch.randn(2, 4),))\n"
         "print(_core.heap_retention().supported)\n"
     )
-    env = {**os.environ, "TT_HEAP_RETENTION": "0"}
+    env = {key: value for key, value in os.environ.items() if key != "TT_HEAP_RETENTION"} | environment
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip().splitlines()[-1] == "False"
+    return done.stdout.strip().splitlines()[-1] == "True"
+
+
+@glibc_only
+def test_tt_heap_retention_0_leaves_the_thresholds_alone():
+    assert not retention_after_a_compile(TT_HEAP_RETENTION="0")
 
 
 @glibc_only
@@ -57,13 +62,4 @@ def test_tt_heap_retention_0_leaves_the_thresholds_alone():
     "setting", [("MALLOC_TRIM_THRESHOLD_", "1000000000"), ("GLIBC_TUNABLES", "glibc.malloc.trim_threshold=1000000000")]
 )
 def test_thresholds_the_process_set_itself_are_left_alone(setting):
-    code = (
-        "import torch, tensortorrent as tt; from tensortorrent import _core\n"
-        "tt.compile(torch.nn.Linear(4, 4).eval(), example_inputs=(torch.randn(2, 4),))\n"
-        "print(_core.heap_retention().supported)\n"
-    )
-    env = {**os.environ, setting[0]: setting[1]}
-    env.pop("TT_HEAP_RETENTION", None)
-    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip().splitlines()[-1] == "False"
+    assert not retention_after_a_compile(**dict([setting]))

@@ -97,10 +97,11 @@ class ProgramRunner:
             if backends is not None and backends.choices[region.index].packed_kernels
             for node in region.out_nodes
         }
-        self._output_formats = [
+        formats = [
             _memory_format(r.node) if r.node is not None and slot_of[r.node] in packed else None
             for r in program.outputs
         ]
+        self._output_formats = formats if any(formats) else []  # empty: nothing to restore
         self.mutations = [(slot_of[node], buffer) for node, buffer in program.buffer_mutations]
         # The bound slots of the buffers a call updates (batch norm's running statistics).
         bound_slot = {id(b.tensor): b.slot for b in program.bound}
@@ -132,6 +133,8 @@ class ProgramRunner:
         export recorded: a kernel on a packed weight writes a convolution's output
         channels-last, and a caller may view eager's contiguous output (`out.view(n, -1)`)
         in ways another layout refuses. Every other output is as its region made it."""
+        if not self._output_formats:
+            return flat
         return [
             value.contiguous(memory_format=layout)
             if layout is not None and isinstance(value, torch.Tensor) and not value.is_contiguous(memory_format=layout)

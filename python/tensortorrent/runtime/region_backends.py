@@ -212,11 +212,10 @@ def compile_regions(
             if saved is not None and forward is not None:  # the figures measured when it was compiled
                 before = saved[region.index]
                 choice = RegionChoice(INDUCTOR, choice.compile_s, before.eager_s, before.inductor_s)
-        on_onednn_there = eager_onednn if choice.backend == EAGER or packed.count else onednn
         choices.append(
             replace(
                 choice,
-                onednn_linears=on_onednn_there,
+                onednn_linears=eager_onednn,  # inductor compiles the same rewritten graph
                 packed_kernels=packed.count,
                 packed_bytes=packed.nbytes,
                 fused_kernels=packed.fused,
