@@ -116,6 +116,9 @@ class CompiledModule(nn.Module):
         runs (None: every region eager)."""
         super().__init__()
         self.model = model
+        # The same model outside nn.Module's registry, for the direct path: reaching a
+        # submodule through nn.Module.__getattr__ costs ~0.6 us per call.
+        object.__setattr__(self, "_model_forward", model)
         self._runs_model_forward = runs_model_forward
         self._model_name = model_name
         self._signature = signature
@@ -153,16 +156,18 @@ class CompiledModule(nn.Module):
         self._origin = origin
         self._costs = region_costs(regions, cpu_seconds)
         # Each call has its own cancel token; request_cancel() reaches the calls running now.
+        # A set's add, discard and copy are atomic (the GIL; a lock per object in
+        # free-threaded builds), so calls share it without a lock of their own.
         self._in_flight: set[_core.CancelToken] = set()
-        self._in_flight_lock = threading.Lock()
+        self._submit_pool_lock = threading.Lock()
         # Calls that write buffers back into the model's shared tensors run one at a time.
         self._mutation_lock = threading.Lock() if self._runner.mutations else None
         self._submit_pool: ThreadPoolExecutor | None = None
         self._submodules = tuple(model.modules())
-        self._report_lock = threading.Lock()
         # A plain list, not an attribute: nn.Module.__setattr__ costs microseconds per call.
-        # It holds a RunReport, or the duration of a direct-path call in microseconds.
-        self._last_report: list[_core.RunReport | float] = []
+        # Its one item, replaced atomically by the last call to finish (whichever thread ran
+        # it), is a RunReport, the duration of a direct-path call in microseconds, or None.
+        self._last_report: list[_core.RunReport | float | None] = [None]
         self._last_peaks: dict[str, int] = {}
         self._trainer: CompiledModule | None = None  # the training-mode program (attach_training)
         self.training = False  # calls have eval semantics until train()
@@ -196,7 +201,7 @@ class CompiledModule(nn.Module):
         """Starts a call on a background thread and returns its handle at once: the handle
         gives the result, cancels this call alone, and keeps this call's own report."""
         token = _core.CancelToken()
-        with self._in_flight_lock:
+        with self._submit_pool_lock:
             if self._submit_pool is None:
                 self._submit_pool = ThreadPoolExecutor(
                     max_workers=usable_cores(), thread_name_prefix="tensortorrent-call"
@@ -264,8 +269,7 @@ class CompiledModule(nn.Module):
         # In training mode the training program runs, recorded by autograd where grad is on.
         engine = self._trainer if self.training and self._trainer is not None else self
         grad = self.training and torch.is_grad_enabled()
-        with self._in_flight_lock:
-            self._in_flight.add(token)
+        self._in_flight.add(token)
         try:
             if engine._mutation_lock is None:
                 outputs, report, peaks = engine._dispatch(flat, args, kwargs, token, grad)
@@ -273,9 +277,8 @@ class CompiledModule(nn.Module):
                 with engine._mutation_lock:
                     outputs, report, peaks = engine._dispatch(flat, args, kwargs, token, grad)
         finally:
-            with self._in_flight_lock:
-                self._in_flight.discard(token)
-        self._set_report(report)
+            self._in_flight.discard(token)
+        self._last_report[0] = report
         if peaks is not None:
             self._last_peaks = peaks
         return outputs, report
@@ -298,18 +301,24 @@ class CompiledModule(nn.Module):
             return outputs, (time.perf_counter() - start) * 1e6
         if self._on_device is not None:
             return self._on_device.run(flat), (time.perf_counter() - start) * 1e6
-        with torch.no_grad():
-            if not self._runs_model_forward or any(module.training for module in self._submodules):
-                # No model code to call (a loaded artifact), or the model's own forward
-                # would not have eval semantics now: run the captured region.
-                outputs = self._runner.run_inline(flat)
-            else:
-                # Export-free: the model's own forward is the fastest run of a one-region,
-                # resident CPU plan, keeping eager's fused kernels (such as the fast path
-                # of nn.TransformerEncoderLayer) that the captured graph spells out.
-                outputs = detach_outputs(self.model(*args, **kwargs))
+        if torch.is_grad_enabled():
+            with torch.no_grad():
+                outputs = self._run_inline(flat, args, kwargs)
+        else:  # entering no_grad again would cost more than a small model's call
+            outputs = self._run_inline(flat, args, kwargs)
         # Only the duration is kept; the report is built if someone asks for it.
         return outputs, (time.perf_counter() - start) * 1e6
+
+    def _run_inline(self, flat: list[Any], args: tuple, kwargs: dict) -> Any:
+        """The one resident CPU region, on the calling thread, without grad."""
+        if not self._runs_model_forward or any(module.training for module in self._submodules):
+            # No model code to call (a loaded artifact), or the model's own forward
+            # would not have eval semantics now: run the captured region.
+            return self._runner.run_inline(flat)
+        # Export-free: the model's own forward is the fastest run of a one-region,
+        # resident CPU plan, keeping eager's fused kernels (such as the fast path
+        # of nn.TransformerEncoderLayer) that the captured graph spells out.
+        return detach_outputs(self._model_forward(*args, **kwargs))
 
     def _direct_report(self, elapsed_us: float) -> _core.RunReport:
         records = [
@@ -330,24 +339,16 @@ class CompiledModule(nn.Module):
         ]
         return _core.RunReport(records=records, wall_us=elapsed_us, workers=1)
 
-    def _set_report(self, report: _core.RunReport | float) -> None:
-        # The last call to finish, whichever thread ran it.
-        with self._report_lock:
-            self._last_report[:] = [report]
-
     def request_cancel(self) -> None:
         """Makes every call running at this moment raise ExecutionCancelled before its next
         region; calls that start later are not affected."""
-        with self._in_flight_lock:
-            for token in self._in_flight:
-                token.request()
+        for token in tuple(self._in_flight):
+            token.request()
 
     @property
     def last_report(self) -> _core.RunReport | None:
         """Per-instruction telemetry of the most recent call that finished (None before any)."""
-        with self._report_lock:
-            last = self._last_report[0] if self._last_report else None
-        return self.report_of(last)
+        return self.report_of(self._last_report[0])
 
     def report_of(self, report: _core.RunReport | float | None) -> _core.RunReport | None:
         """A call's report: a direct-path call keeps only its duration until asked."""
