@@ -36,13 +36,22 @@ def test_a_measured_read_mode_is_remembered_for_the_device_across_processes(tmp_
     entries = read_mode_cache.cached_read_modes()
     assert list(entries) == [read_mode_cache.device_key(str(path))]
     monkeypatch.setattr(streamed_weights, "_CHOSEN", {})  # a new process
+    timed = []  # the candidates each measurement compared
+    measure = streamed_weights._core.measure_read_modes
+    monkeypatch.setattr(
+        streamed_weights._core,
+        "measure_read_modes",
+        lambda path, size, candidates, *rounds: timed.append(candidates) or measure(path, size, candidates, *rounds),
+    )
     cached = streamed_weights.choose_read_mode(str(path), 1 << 30, None)
-    assert (cached.mode, cached.threads, cached.measured_gbps) == (
+    assert (cached.mode, cached.threads, cached.request_bytes) == (
         measured.mode,
         measured.threads,
-        measured.measured_gbps,
+        measured.request_bytes,
     )
     assert cached.reason.startswith(measured.reason) and "cached" in cached.reason
+    # Only the remembered mode is read again, for today's speed: the disk's drifts.
+    assert timed == [[(measured.mode, measured.threads, measured.request_bytes)]] and cached.measured_gbps > 0
     key = read_mode_cache.device_key(str(path))
     stale = dict(entries[key], measured_at=time.time() - read_mode_cache.MAX_AGE_S - 1)
     (tmp_path / "cache" / read_mode_cache.CACHE_FILE).write_text(json.dumps({key: stale}))

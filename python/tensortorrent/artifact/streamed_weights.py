@@ -110,24 +110,28 @@ def _measured_mode(path: str, key: str) -> ReadMode:
     return chosen
 
 
-def _remembered_mode(key: str) -> ReadMode | None:
+def _remembered_mode(path: str, key: str) -> ReadMode | None:
+    """The mode remembered for the device, its speed read again on `path` now: which mode
+    reads fastest is the device's, while its speed drifts (a shared disk here went from
+    1.5 to 2.2 GB/s between two days, and by 2x within minutes), so a cached figure would
+    mislead the simulator."""
     entry = remembered(key)
     if entry is None:
         return None
     try:
         measured_on = time.strftime("%Y-%m-%d %H:%M", time.localtime(entry["measured_at"]))
-        reason = f"{entry['reason']}; measured {measured_on}, cached"
-        return ReadMode(
-            str(entry["mode"]), int(entry["threads"]), int(entry["request_bytes"]), entry["measured_gbps"], reason
-        )
+        reason = f"{entry['reason']}; chosen {measured_on}, cached"
+        mode, threads, request_bytes = str(entry["mode"]), int(entry["threads"]), int(entry["request_bytes"])
     except (KeyError, TypeError, ValueError):
         return None  # a damaged entry: measured again, and overwritten
+    speed = _core.measure_read_modes(path, CALIBRATION_BYTES, [(mode, threads, request_bytes)]).best
+    return ReadMode(mode, threads, request_bytes, speed.gigabytes_per_second, reason)
 
 
 def choose_read_mode(path: str, streamed_bytes: int, depth: int | None, budget_bytes: int | None = None) -> ReadMode:
     """How to read `path`, with its measured speed: the fastest median of buffered and O_DIRECT
     at 2, 4 and 8 threads (page cache dropped before each read), measured once per device
-    (and remembered across processes: storage/read_mode_cache.py) when the plan streams
+    (and remembered across processes, its speed read again: storage/read_mode_cache.py) when the plan streams
     enough to matter and the measurement's buffer takes at most a quarter of
     `budget_bytes` of RAM; else, or with an explicit `depth`, one quick
     measurement of the mode used, for the simulator."""
@@ -136,7 +140,7 @@ def choose_read_mode(path: str, streamed_bytes: int, depth: int | None, budget_b
     if depth is None and fits and large:
         key = device_key(path)
         if key not in _CHOSEN:
-            _CHOSEN[key] = _remembered_mode(key) or _measured_mode(path, key)
+            _CHOSEN[key] = _remembered_mode(path, key) or _measured_mode(path, key)
         return _CHOSEN[key]
     threads = depth if depth is not None else 4
     reason = (

@@ -1,9 +1,10 @@
 """How to read each disk, as a streaming compile measured it, remembered across processes.
 
-Measuring takes seconds (every candidate mode and depth, several rounds), so the result
+Measuring takes seconds (every candidate mode and depth, several rounds), so the choice
 is kept per device (its major:minor number) in `<spill root>/read-modes.json` for a week
-and for this version of tensortorrent; `tensortorrent doctor` lists it. TT_READ_MODE_CACHE=0
-measures again in every process.
+and for this version of tensortorrent; `tensortorrent doctor` lists it. A process that
+takes a remembered choice still reads once with it, for the disk's speed of the moment
+(it drifts). TT_READ_MODE_CACHE=0 measures everything again in every process.
 """
 
 from __future__ import annotations
