@@ -342,7 +342,7 @@ class CompiledModule(nn.Module):
     def request_cancel(self) -> None:
         """Makes every call running at this moment raise ExecutionCancelled before its next
         region; calls that start later are not affected."""
-        for token in tuple(self._in_flight):
+        for token in self._in_flight.copy():
             token.request()
 
     @property
