@@ -45,6 +45,24 @@ def test_a_meta_model_runs_from_its_checkpoint_like_eager(tmp_path, name, sharde
     assert "regions as a profiling call computed them" in compiled.explain()
 
 
+def test_the_profiling_calls_run_without_autograd_as_inference_calls_do(tmp_path, monkeypatch):
+    from tensortorrent.artifact import streamed_profile
+
+    eager = saved_model("llama", tmp_path, sharded=False)
+    grad_modes = []
+    run = streamed_profile.PlaneProgram.run
+
+    def recording(self, *args, **kwargs):
+        grad_modes.append(torch.is_grad_enabled())
+        return run(self, *args, **kwargs)
+
+    monkeypatch.setattr(streamed_profile.PlaneProgram, "run", recording)
+    config = tt.CompileConfig(ram_budget_bytes=weight_bytes(eager) // 2)
+    assert torch.is_grad_enabled()
+    tt.compile(meta_model("llama"), (torch.randint(0, VOCAB, (1, 8)),), checkpoint=tmp_path, config=config)
+    assert grad_modes == [False, False]
+
+
 def test_without_a_budget_every_weight_is_read_once(tmp_path):
     eager = saved_model("llama", tmp_path, sharded=True)
     ids = torch.randint(0, VOCAB, (2, 8))

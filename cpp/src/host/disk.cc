@@ -15,6 +15,7 @@
 #include <limits>
 #include <vector>
 
+#include "tt/common/aligned_buffer.h"
 #include "tt/common/error.h"
 #include "tt/common/os_resources.h"
 #include "tt/host/text_file.h"

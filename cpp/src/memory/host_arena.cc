@@ -1,7 +1,6 @@
 // Aligned host allocations and their reuse pool.
 #include "tt/memory/host_arena.h"
 
-#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -15,16 +14,10 @@ HostArena::HostArena(std::int64_t bytes, std::int64_t alignment) : bytes_(bytes)
                                                 std::to_string(bytes) + " and " + std::to_string(alignment));
   }
   if (bytes == 0) return;
-  // aligned_alloc wants a size that is a multiple of the alignment.
-  const std::size_t rounded = static_cast<std::size_t>((bytes + alignment - 1) / alignment * alignment);
-  data_ = static_cast<std::byte*>(std::aligned_alloc(static_cast<std::size_t>(alignment), rounded));
-  if (data_ == nullptr) {
-    throw Error(ErrorCode::ResourceExhausted, "host arena: cannot allocate " + std::to_string(bytes) + " bytes");
-  }
-  std::memset(data_, 0, rounded);
+  buffer_.emplace(static_cast<std::size_t>(bytes), static_cast<std::size_t>(alignment));
+  // Faults every page in now (as huge pages where the kernel grants them), not during a call.
+  std::memset(buffer_->data(), 0, buffer_->size());
 }
-
-HostArena::~HostArena() { std::free(data_); }
 
 HostArenaPool::HostArenaPool(std::int64_t arena_bytes, std::int64_t alignment)
     : arena_bytes_(arena_bytes), alignment_(alignment) {

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "tt/common/aligned_buffer.h"
 #include "tt/common/error.h"
 #include "tt/common/os_resources.h"
 

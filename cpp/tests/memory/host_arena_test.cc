@@ -20,6 +20,13 @@ TEST(HostArenaTest, IsAlignedAndZeroed) {
   EXPECT_THROW(HostArena(-1), Error);
 }
 
+TEST(HostArenaTest, LargeArenasAreZeroedHugePageAlignedMappings) {
+  HostArena large(3 * (1 << 20) + 123, 4096);
+  EXPECT_TRUE(large.huge_page_aligned());
+  for (std::int64_t i = 0; i < large.size(); i += 4093) ASSERT_EQ(large.data()[i], std::byte{0});
+  EXPECT_FALSE(HostArena(1 << 20).huge_page_aligned());
+}
+
 TEST(HostArenaTest, PoolReusesArenasAcrossCalls) {
   HostArenaPool pool(1 << 16);
   const std::byte* first = nullptr;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "io_test_support.h"
+#include "tt/common/aligned_buffer.h"
 #include "tt/common/error.h"
 #include "tt/common/os_resources.h"
 

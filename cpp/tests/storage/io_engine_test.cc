@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "io_test_support.h"
+#include "tt/common/aligned_buffer.h"
 #include "tt/common/crc32c.h"
 #include "tt/common/error.h"
 #include "tt/common/os_resources.h"

@@ -9,6 +9,8 @@ import gc
 import logging
 from collections.abc import Sequence
 
+import torch
+
 from .. import _core
 from ..files import drop_page_cache
 from ..planning.lowering import LoweredProgram
@@ -43,7 +45,10 @@ def profile_streamed(
             # Read from the device, as a model larger than RAM is: not from the page cache.
             for file in weights.files:
                 drop_page_cache(file.path)
-            _, report, _ = plane.run(list(example), _core.CancelToken(), stall_timeout_s, stall_timeout_s)
+            # Without autograd, as the inference calls it predicts run (recording a graph
+            # took a Llama's regions twice the CPU time here).
+            with torch.no_grad():
+                _, report, _ = plane.run(list(example), _core.CancelToken(), stall_timeout_s, stall_timeout_s)
     finally:
         runner.rebind(bound)  # drops the views of this plane's resident arena
         del plane

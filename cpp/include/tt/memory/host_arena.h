@@ -4,7 +4,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 
+#include "tt/common/aligned_buffer.h"
 #include "tt/memory/reuse_pool.h"
 
 namespace tt {
@@ -13,21 +15,22 @@ namespace tt {
 // from several threads as long as they touch different bytes.
 class HostArena {
  public:
-  // Allocates `bytes` (zeroed) aligned to `alignment` (a power of two, >= 64; 4096 suits
-  // O_DIRECT and pinning). Throws Error(InvalidArgument) for bad arguments and
+  // Allocates `bytes` (zeroed, every page faulted in) aligned to `alignment` (a power of
+  // two, >= 64; 4096 suits O_DIRECT and pinning); large arenas get huge pages where the
+  // kernel grants them (see AlignedBuffer). Throws Error(InvalidArgument) for bad arguments and
   // Error(ResourceExhausted) when the allocation fails.
   HostArena(std::int64_t bytes, std::int64_t alignment = 4096);
-  ~HostArena();
   HostArena(const HostArena&) = delete;
   HostArena& operator=(const HostArena&) = delete;
 
-  std::byte* data() noexcept { return data_; }
-  const std::byte* data() const noexcept { return data_; }
+  std::byte* data() noexcept { return buffer_ ? reinterpret_cast<std::byte*>(buffer_->data()) : nullptr; }
+  const std::byte* data() const noexcept { return buffer_ ? reinterpret_cast<std::byte*>(buffer_->data()) : nullptr; }
   std::int64_t size() const noexcept { return bytes_; }
   std::int64_t alignment() const noexcept { return alignment_; }
+  bool huge_page_aligned() const noexcept { return buffer_ && buffer_->huge_page_aligned(); }
 
  private:
-  std::byte* data_ = nullptr;
+  std::optional<AlignedBuffer> buffer_;  // none when empty
   std::int64_t bytes_ = 0;
   std::int64_t alignment_ = 0;
 };
