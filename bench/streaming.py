@@ -104,7 +104,8 @@ def plain_reads(path: str, size: int, runs: int, engine: _core.IoEngine | None =
     # the kernel grants them, as TensorTorrent's arenas are: an O_DIRECT read reaches the
     # disk in requests as large as its destination is physically contiguous (up to the
     # queue's limit), so scattered 4 KiB pages alone halved this disk's speed.
-    destination = mmap.mmap(-1, size)
+    # Private: a shared anonymous mapping is shmem, which takes no huge pages by default.
+    destination = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
     if hasattr(mmap, "MADV_HUGEPAGE"):
         destination.madvise(mmap.MADV_HUGEPAGE)
     destination.write(bytes(size))

@@ -35,7 +35,7 @@ std::string repr(const CpuInfo& c) {
 std::string repr(const MemoryInfo& m) {
   return "MemoryInfo(total_bytes=" + std::to_string(m.total_bytes) + ", available_bytes=" +
          std::to_string(m.available_bytes) + ", available_estimated=" +
-         (m.available_estimated ? "True" : "False") + ")";
+         (m.available_estimated ? "True" : "False") + ", transparent_huge_pages='" + m.transparent_huge_pages + "')";
 }
 
 std::string repr(const CgroupLimits& g) {
@@ -89,7 +89,8 @@ void bind_host(nb::module_& m) {
   nb::class_<MemoryInfo> memory(m, "MemoryInfo");
   memory.def_ro("total_bytes", &MemoryInfo::total_bytes)
       .def_ro("available_bytes", &MemoryInfo::available_bytes)
-      .def_ro("available_estimated", &MemoryInfo::available_estimated);
+      .def_ro("available_estimated", &MemoryInfo::available_estimated)
+      .def_ro("transparent_huge_pages", &MemoryInfo::transparent_huge_pages);
   add_repr(memory);
 
   nb::class_<CgroupLimits> cgroup(m, "CgroupLimits");

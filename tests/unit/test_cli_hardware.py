@@ -31,13 +31,15 @@ def test_doctor_json_schema(tmp_path, capsys):
         "checks",
     }
     assert set(data["host"]) == {"cpus", "memory", "cgroup", "numa"}
+    assert data["host"]["memory"]["transparent_huge_pages"] in {"always", "madvise", "never", None}
     assert data["devices"][0]["name"] == "cpu"
     assert {b["tier"] for b in data["budgets"]} >= {"ram", "disk", "cpu"}
     assert all(
         set(b) == BUDGET_KEYS and b["source"] in {"config", "environment", "cgroup", "os"} for b in data["budgets"]
     )
     assert all({"name", "ok", "detail"} == set(c) for c in data["checks"])
-    assert "Budgets" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "Budgets" in out and "huge pages" in out
 
 
 def test_doctor_measures_the_spill_directory(tmp_path):

@@ -39,6 +39,13 @@ std::map<std::string, std::int64_t, std::less<>> parse_meminfo(std::string_view 
   return fields;
 }
 
+std::string parse_selected_mode(std::string_view text) {
+  const std::size_t open = text.find('[');
+  const std::size_t close = text.find(']', open);
+  if (open == std::string_view::npos || close == std::string_view::npos) return "";
+  return std::string(text.substr(open + 1, close - open - 1));
+}
+
 MemoryInfo probe_memory(const ProbeRoots& roots) {
   const std::string file = join_path(roots.proc, "meminfo");
   const auto fields = parse_meminfo(read_text_file(file), file);
@@ -52,6 +59,8 @@ MemoryInfo probe_memory(const ProbeRoots& roots) {
   };
 
   MemoryInfo info;
+  const std::string huge_pages = join_path(roots.sys, "kernel/mm/transparent_hugepage/enabled");
+  info.transparent_huge_pages = parse_selected_mode(read_text_file_if_exists(huge_pages).value_or(""));
   const std::optional<std::int64_t> total = field("MemTotal");
   if (!total) throw missing("a MemTotal line");
   info.total_bytes = *total;

@@ -25,6 +25,18 @@ TEST(MemoryInfoTest, ReadsTotalAndAvailableInBytes) {
   EXPECT_FALSE(info.available_estimated);
 }
 
+TEST(MemoryInfoTest, ReadsTheTransparentHugePageMode) {
+  EXPECT_EQ(parse_selected_mode("always [madvise] never\n"), "madvise");
+  EXPECT_EQ(parse_selected_mode("[always] madvise never"), "always");
+  EXPECT_EQ(parse_selected_mode("always madvise never"), "");
+  EXPECT_EQ(parse_selected_mode("[never"), "");
+  FakeTree tree;
+  tree.write("proc/meminfo", "MemTotal: 1000 kB\nMemAvailable: 900 kB\n");
+  EXPECT_EQ(probe_memory(tree.roots()).transparent_huge_pages, "");  // a kernel without them
+  tree.write("sys/kernel/mm/transparent_hugepage/enabled", "always madvise [never]\n");
+  EXPECT_EQ(probe_memory(tree.roots()).transparent_huge_pages, "never");
+}
+
 TEST(MemoryInfoTest, EstimatesAvailableWithoutMemAvailable) {
   FakeTree tree;
   tree.write("proc/meminfo", "MemTotal: 1000 kB\nMemFree: 100 kB\nBuffers: 20 kB\nCached: 300 kB\n");

@@ -111,7 +111,11 @@ def _host_json(host) -> dict[str, Any]:
             "quota_cores": cpus.quota_cores,
             "usable": cpus.usable_cpus,
         },
-        "memory": {"total_bytes": memory.total_bytes, "available_bytes": memory.available_bytes},
+        "memory": {
+            "total_bytes": memory.total_bytes,
+            "available_bytes": memory.available_bytes,
+            "transparent_huge_pages": memory.transparent_huge_pages or None,
+        },
         "cgroup": {
             "version": cgroup.version,
             "memory_max_bytes": cgroup.memory_max_bytes,
@@ -144,7 +148,7 @@ def print_report(data: dict[str, Any]) -> None:
     console.print(
         f"host: {cpus['usable']} usable CPUs (affinity {cpus['affinity']}, online {cpus['online']}, quota {quota}); "
         f"RAM {format_bytes(host['memory']['total_bytes'])}, {format_bytes(host['memory']['available_bytes'])} "
-        f"available; {where}; {len(host['numa'])} NUMA node(s)"
+        f"available; {where}; {len(host['numa'])} NUMA node(s); {_huge_pages(host['memory'])}"
     )
     devices = Table(title="Devices")
     for column in ("device", "model", "memory", "free", "capability"):
@@ -181,6 +185,16 @@ def print_report(data: dict[str, Any]) -> None:
     for c in data["checks"]:
         checks.add_row(c["name"], "[green]ok[/]" if c["ok"] else "[red]FAILED[/]", c["detail"])
     console.print(checks)
+
+
+def _huge_pages(memory: dict[str, Any]) -> str:
+    """What the kernel's transparent huge page mode means for streamed reads."""
+    mode = memory["transparent_huge_pages"]
+    if mode is None:
+        return "no transparent huge pages"
+    if mode == "never":
+        return "transparent huge pages never (streamed O_DIRECT reads go out in smaller requests; madvise enables them)"
+    return f"transparent huge pages {mode} (streaming arenas use them)"
 
 
 def _bytes(value: int | None) -> str:

@@ -16,7 +16,15 @@ struct MemoryInfo {
   std::int64_t total_bytes = 0;      // MemTotal
   std::int64_t available_bytes = 0;  // MemAvailable, or its estimate
   bool available_estimated = false;  // true: MemFree + Buffers + Cached (kernel without MemAvailable)
+  // The kernel's transparent huge page mode ("always", "madvise" or "never"; empty where the
+  // kernel has none). The core's large arenas ask for huge pages (AlignedBuffer): under
+  // "never", O_DIRECT reads into them reach the disk in smaller requests.
+  std::string transparent_huge_pages;
 };
+
+// The selected mode of a transparent_hugepage/enabled file ("always [madvise] never" ->
+// "madvise"); empty when no word is bracketed.
+std::string parse_selected_mode(std::string_view text);
 
 // Fields of a meminfo file ("MemTotal:  123 kB", or "Node 0 MemTotal:  123 kB" in a NUMA
 // node's file) by name, in bytes: "kB" values are multiplied by 1024, unitless ones kept.
@@ -24,7 +32,7 @@ struct MemoryInfo {
 std::map<std::string, std::int64_t, std::less<>> parse_meminfo(std::string_view text,
                                                                const std::string& file);
 
-// Reads `<proc>/meminfo`. Throws Error(IO) naming the file when it cannot be read and
+// Reads `<proc>/meminfo` and `<sys>/kernel/mm/transparent_hugepage/enabled` (optional). Throws Error(IO) naming the file when it cannot be read and
 // Error(InvalidArgument) naming it when MemTotal (or every source of available memory)
 // is missing.
 MemoryInfo probe_memory(const ProbeRoots& roots);
