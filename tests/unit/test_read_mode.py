@@ -57,6 +57,10 @@ def test_a_measured_read_mode_is_remembered_for_the_device_across_processes(tmp_
     (tmp_path / "cache" / read_mode_cache.CACHE_FILE).write_text(json.dumps({key: stale}))
     monkeypatch.setattr(streamed_weights, "_CHOSEN", {})
     assert "cached" not in streamed_weights.choose_read_mode(str(path), 1 << 30, None).reason, "a stale entry"
+    measured_otherwise = dict(entries[key], method=read_mode_cache.METHOD - 1)
+    (tmp_path / "cache" / read_mode_cache.CACHE_FILE).write_text(json.dumps({key: measured_otherwise}))
+    monkeypatch.setattr(streamed_weights, "_CHOSEN", {})
+    assert "cached" not in streamed_weights.choose_read_mode(str(path), 1 << 30, None).reason, "another method"
 
 
 class Measured:

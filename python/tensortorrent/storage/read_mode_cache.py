@@ -1,8 +1,8 @@
 """How to read each disk, as a streaming compile measured it, remembered across processes.
 
 Measuring takes seconds (every candidate mode and depth, several rounds), so the choice
-is kept per device (its major:minor number) in `<spill root>/read-modes.json` for a week
-and for this version of tensortorrent; `tensortorrent doctor` lists it. A process that
+is kept per device (its major:minor number) in `<spill root>/read-modes.json` for a week,
+for this version of tensortorrent and this METHOD of measuring; `tensortorrent doctor` lists it. A process that
 takes a remembered choice still reads once with it, for the disk's speed of the moment
 (it drifts). TT_READ_MODE_CACHE=0 measures everything again in every process.
 """
@@ -21,6 +21,10 @@ from ..version import __version__
 
 CACHE_FILE = "read-modes.json"
 MAX_AGE_S = 7 * 24 * 3600
+# How candidates are measured; an entry measured another way is measured again. 2: into a
+# destination in huge pages, as the arenas streamed reads go to are (common/aligned_buffer.h):
+# into scattered 4 KiB pages, deep queues measured slower than they stream.
+METHOD = 2
 
 
 def device_key(path: str) -> str:
@@ -35,11 +39,11 @@ def cache_path() -> str:
 
 def remembered(key: str) -> dict[str, Any] | None:
     """The entry measured on device `key`, unless it is older than MAX_AGE_S, from another
-    version, or the cache is off."""
+    version or METHOD, or the cache is off."""
     if env_flag("TT_READ_MODE_CACHE") is False:
         return None
     entry = cached_read_modes().get(key)
-    if not isinstance(entry, dict) or entry.get("tensortorrent") != __version__:
+    if not isinstance(entry, dict) or entry.get("tensortorrent") != __version__ or entry.get("method") != METHOD:
         return None
     fresh = time.time() - float(entry.get("measured_at", 0)) < MAX_AGE_S
     return entry if fresh else None
@@ -51,7 +55,7 @@ def remember(key: str, entry: dict[str, Any]) -> None:
     if env_flag("TT_READ_MODE_CACHE") is False:
         return
     entries = cached_read_modes()
-    entries[key] = entry | {"measured_at": time.time(), "tensortorrent": __version__}
+    entries[key] = entry | {"measured_at": time.time(), "tensortorrent": __version__, "method": METHOD}
     try:
         write_text_atomically(cache_path(), json.dumps(entries, indent=2) + "\n")
     except OSError:
