@@ -4,9 +4,15 @@
 #include <algorithm>
 #include <utility>
 
+#include "tt/common/thread_name.h"
+
 namespace tt {
 
-DelayTimer::DelayTimer() : thread_([this] { loop(); }) {}
+DelayTimer::DelayTimer()
+    : thread_([this] {
+        name_this_thread("tt-timer");
+        loop();
+      }) {}
 
 DelayTimer::~DelayTimer() {
   {

@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "tt/common/error.h"
+#include "tt/common/thread_name.h"
 
 namespace tt {
 
@@ -285,6 +286,7 @@ bool Executor::take_queued(const RunState& run, std::size_t& index) {
 }
 
 void Executor::worker_loop(std::int32_t worker) {
+  name_this_thread("tt-exec");
   for (;;) {
     std::unique_lock lock(mutex_);
     work_available_.wait(lock, [this] { return stopping_ || !queue_.empty(); });

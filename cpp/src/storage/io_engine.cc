@@ -9,6 +9,7 @@
 
 #include "tt/common/crc32c.h"
 #include "tt/common/error.h"
+#include "tt/common/thread_name.h"
 
 namespace tt {
 
@@ -218,6 +219,7 @@ void IoEngine::note_fallback(const std::string& reason) {
 }
 
 void IoEngine::worker_loop() {
+  name_this_thread("tt-io");
   std::vector<Finished> finished;
   for (;;) {
     std::shared_ptr<Request> request;
