@@ -3,16 +3,15 @@
 
 #include <pthread.h>
 
-#include <algorithm>
 #include <cstring>
-#include <string>
 
 namespace tt {
 
 void name_this_thread(const char* name) noexcept {
 #if defined(__linux__)
-  const std::string kept(name, std::min<std::size_t>(std::strlen(name), 15));
-  pthread_setname_np(pthread_self(), kept.c_str());
+  char kept[16] = {};  // no allocation in a noexcept function
+  std::strncpy(kept, name, sizeof(kept) - 1);
+  pthread_setname_np(pthread_self(), kept);
 #else
   (void)name;
 #endif

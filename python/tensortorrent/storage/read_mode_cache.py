@@ -2,9 +2,9 @@
 
 Measuring takes seconds (every candidate mode and depth, several rounds), so the choice
 is kept per device (its major:minor number) in `<spill root>/read-modes.json` for a week,
-for this version of tensortorrent and this METHOD of measuring; `tensortorrent doctor` lists it. A process that
-takes a remembered choice still reads once with it, for the disk's speed of the moment
-(it drifts). TT_READ_MODE_CACHE=0 measures everything again in every process.
+for this version of tensortorrent and this METHOD of measuring; `tensortorrent doctor`
+lists it. A process that takes a remembered choice still reads once with it, for the
+disk's speed of the moment (it drifts). TT_READ_MODE_CACHE=0 measures everything again in every process.
 """
 
 from __future__ import annotations

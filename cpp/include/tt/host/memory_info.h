@@ -32,7 +32,8 @@ std::string parse_selected_mode(std::string_view text);
 std::map<std::string, std::int64_t, std::less<>> parse_meminfo(std::string_view text,
                                                                const std::string& file);
 
-// Reads `<proc>/meminfo` and `<sys>/kernel/mm/transparent_hugepage/enabled` (optional). Throws Error(IO) naming the file when it cannot be read and
+// Reads `<proc>/meminfo` and, where it exists, `<sys>/kernel/mm/transparent_hugepage/enabled`.
+// Throws Error(IO) naming the file when it cannot be read and
 // Error(InvalidArgument) naming it when MemTotal (or every source of available memory)
 // is missing.
 MemoryInfo probe_memory(const ProbeRoots& roots);
