@@ -86,7 +86,10 @@ def test_activations_beyond_the_budget_spill_and_the_outputs_match_eager(tmp_pat
     assert compiled.last_peak_bytes["ram"] == memory.arena_bytes[0], "the call holds what the plan says"
     unbounded = spilling_chain(tmp_path, activation_budget_bytes=None)[2]
     assert "Activations spilled" not in unbounded.explain()
-    assert unbounded._plane.plan.program.memory_plan.peak_bytes[0] > memory.peak_bytes[0]
+    # Activations only: the resident part differs between the two compiles wherever a
+    # region's products timed faster on weights packed once (held in RAM, measured each time).
+    unbounded_memory = unbounded._plane.plan.program.memory_plan
+    assert unbounded_memory.peak_bytes[0] - unbounded_memory.resident_bytes[0] > 3 * ACTIVATION
 
 
 @pytest.mark.parametrize("stop", ["error", "cancel"])
