@@ -503,7 +503,7 @@ class _Lowering(WeightStreams, ActivationSpill, SplitLayers):
 
     def file_spec(self, index: int) -> _core.FileSpec:
         """File `index` as the data plane reads it. A load checks its range's CRC-32C where
-        recorded (about 11 GB/s on one core) instead of the SHA-256 of the chunks it covers
+        recorded (about 14 GB/s a core from RAM) instead of the SHA-256 of the chunks it covers
         (about 2 GB/s, competing with compute): the SHA-256s verify the file once, when the
         program is built."""
         file = self.weights.files[index]
