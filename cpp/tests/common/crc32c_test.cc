@@ -14,6 +14,7 @@ namespace {
 TEST(Crc32cTest, MatchesTheStandardCheckValues) {
   const std::string check = "123456789";
   EXPECT_EQ(crc32c(check.data(), check.size()), 0xE3069283u);
+  EXPECT_EQ(crc32c_portable(check.data(), check.size()), 0xE3069283u);
   EXPECT_EQ(crc32c(nullptr, 0), 0u);
   const std::vector<std::uint8_t> zeros(32, 0);
   EXPECT_EQ(crc32c(zeros.data(), zeros.size()), 0x8A9136AAu);  // RFC 3720, B.4
@@ -43,6 +44,7 @@ TEST(Crc32cTest, AgreesWithTheDefinitionAcrossBlocksAndTails) {
                            bytes.size()}) {
     EXPECT_EQ(crc32c(bytes.data(), size), reference_crc32c(bytes.data(), size)) << size << " bytes";
     EXPECT_EQ(crc32c(bytes.data() + 3, size - 1), reference_crc32c(bytes.data() + 3, size - 1)) << "unaligned";
+    EXPECT_EQ(crc32c_portable(bytes.data(), size), reference_crc32c(bytes.data(), size)) << size << " bytes, tables";
   }
 }
 
@@ -52,6 +54,7 @@ TEST(Crc32cTest, IncrementalEqualsOneShotAtEveryLength) {
   for (std::size_t split : {0u, 1u, 7u, 8u, 9u, 4096u, 10006u, 24576u, 24577u}) {
     const std::uint32_t first = crc32c(bytes.data(), split);
     EXPECT_EQ(crc32c(bytes.data() + split, bytes.size() - split, first), whole) << "split at " << split;
+    EXPECT_EQ(crc32c_portable(bytes.data() + split, bytes.size() - split, first), whole) << "tables, at " << split;
   }
   bytes[5000] ^= 1;
   EXPECT_NE(crc32c(bytes.data(), bytes.size()), whole);
