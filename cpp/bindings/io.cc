@@ -7,6 +7,7 @@
 #include <vector>
 
 #include <nanobind/ndarray.h>
+#include <nanobind/operators.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
@@ -15,6 +16,7 @@
 #include "bindings.h"
 #include "repr_text.h"
 #include "tt/common/crc32c.h"
+#include "tt/common/file_identity.h"
 #include "tt/common/error.h"
 #include "tt/common/sha256.h"
 #include "tt/storage/io_engine.h"
@@ -35,7 +37,8 @@ std::string repr(const IoStats& s) {
          ", pieces=" + std::to_string(s.pieces) + ", bytes_read=" + std::to_string(s.bytes_read) +
          ", direct_bytes=" + std::to_string(s.direct_bytes) + ", buffered_bytes=" + std::to_string(s.buffered_bytes) +
          ", bytes_written=" + std::to_string(s.bytes_written) +
-         ", chunks_verified=" + std::to_string(s.chunks_verified) + ", busy_seconds=" + number(s.busy_seconds) +
+         ", chunks_verified=" + std::to_string(s.chunks_verified) +
+         ", ranges_checksummed=" + std::to_string(s.ranges_checksummed) + ", busy_seconds=" + number(s.busy_seconds) +
          ", digest_seconds=" + number(s.digest_seconds) + ")";
 }
 
@@ -100,6 +103,7 @@ void bind_io(nb::module_& m) {
       .def_ro("buffered_bytes", &IoStats::buffered_bytes)
       .def_ro("bytes_written", &IoStats::bytes_written)
       .def_ro("chunks_verified", &IoStats::chunks_verified)
+      .def_ro("ranges_checksummed", &IoStats::ranges_checksummed)
       .def_ro("busy_seconds", &IoStats::busy_seconds)
       .def_ro("digest_seconds", &IoStats::digest_seconds)
       .def("__repr__", [](const IoStats& s) { return repr(s); });
@@ -136,6 +140,23 @@ void bind_io(nb::module_& m) {
       .def_ro("bytes", &ReadModeMeasurement::bytes)
       .def_ro("results", &ReadModeMeasurement::results)
       .def_ro("best", &ReadModeMeasurement::best);
+
+  nb::class_<FileIdentity>(m, "FileIdentity",
+                           "A file's device, inode, size and modification and change times (stat): equal "
+                           "identities, the same bytes.")
+      .def_ro("device", &FileIdentity::device)
+      .def_ro("inode", &FileIdentity::inode)
+      .def_ro("size", &FileIdentity::size)
+      .def_ro("modified_ns", &FileIdentity::modified_ns)
+      .def_ro("changed_ns", &FileIdentity::changed_ns)
+      .def(nb::self == nb::self)
+      .def("__repr__", [](const FileIdentity& f) {
+        return "FileIdentity(device=" + std::to_string(f.device) + ", inode=" + std::to_string(f.inode) +
+               ", size=" + std::to_string(f.size) + ", modified_ns=" + std::to_string(f.modified_ns) +
+               ", changed_ns=" + std::to_string(f.changed_ns) + ")";
+      });
+  m.def("file_identity", nb::overload_cast<const std::string&>(&file_identity), "path"_a,
+        "The FileIdentity of the file at `path` (stat, following links); NotFoundError if there is none.");
 
   m.def("sha256_hex", [](nb::bytes data) {
     const char* bytes = data.c_str();

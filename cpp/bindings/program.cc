@@ -2,6 +2,7 @@
 #include <limits>
 #include <memory>
 
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/shared_ptr.h>
 #include <nanobind/stl/string.h>
@@ -32,10 +33,12 @@ void bind_program(nb::module_& m) {
            "capacity"_a = 1)
       .def_rw("name", &Queue::name).def_rw("kind", &Queue::kind).def_rw("capacity", &Queue::capacity);
   nb::class_<FileSpec>(m, "FileSpec")
-      .def(nb::init<std::string, std::int64_t, std::int64_t, std::vector<std::string>>(), "path"_a, "bytes"_a,
-           "chunk_bytes"_a = 0, "chunk_sha256"_a = std::vector<std::string>{})
+      .def(nb::init<std::string, std::int64_t, std::int64_t, std::vector<std::string>, std::optional<FileIdentity>>(),
+           "path"_a, "bytes"_a, "chunk_bytes"_a = 0, "chunk_sha256"_a = std::vector<std::string>{},
+           "verified_as"_a = nb::none())
       .def_rw("path", &FileSpec::path).def_rw("bytes", &FileSpec::bytes)
-      .def_rw("chunk_bytes", &FileSpec::chunk_bytes).def_rw("chunk_sha256", &FileSpec::chunk_sha256);
+      .def_rw("chunk_bytes", &FileSpec::chunk_bytes).def_rw("chunk_sha256", &FileSpec::chunk_sha256)
+      .def_rw("verified_as", &FileSpec::verified_as);
   nb::class_<Buffer>(m, "Buffer")
       .def("__init__",
            [](Buffer* self, std::int64_t id, std::int32_t tier, std::int64_t bytes, std::int64_t alignment,

@@ -14,6 +14,7 @@ from torch import nn
 
 import tensortorrent as tt
 from conftest import eager_outputs, rss_growth
+from tensortorrent.planning import weights_on_disk
 from tiny_transformers import DECODER, MODELS, VOCAB, built, logits, meta_model, saved_model
 
 
@@ -277,7 +278,10 @@ def test_saving_fails_cleanly_when_the_checkpoint_lost_bytes_since_compile(tmp_p
     assert not (tmp_path / "artifact").exists() and not any(p.name.startswith(".") for p in tmp_path.iterdir())
 
 
-def test_a_checkpoint_changed_after_compile_fails_the_call_until_it_is_good_again(tmp_path):
+@pytest.mark.parametrize("settled", [True, False], ids=["trusted-while-unchanged", "just-written"])
+def test_a_checkpoint_changed_after_compile_fails_the_call_until_it_is_good_again(tmp_path, monkeypatch, settled):
+    if settled:  # as if written long ago: while unchanged, its loads skip their checksum pass
+        monkeypatch.setattr(weights_on_disk, "SETTLED_NS", 0)
     eager = saved_model("llama", tmp_path, sharded=True)
     ids = torch.randint(0, VOCAB, (1, 8))
     budget = tt.CompileConfig(ram_budget_bytes=weight_bytes(eager) // 2)
@@ -285,6 +289,8 @@ def test_a_checkpoint_changed_after_compile_fails_the_call_until_it_is_good_agai
     expected = logits(eager_outputs(eager, (ids,)))
     torch.testing.assert_close(logits(compiled(ids)), expected)
     plane = compiled._plane
+    checked = plane.io.stats().ranges_checksummed
+    assert checked == 0 if settled else checked > 0, "a file changed within SETTLED_NS is checked on every load"
     streamed = next(iter(plane.plan.streamed.values()))[0]  # a weight read on every call
     place = plane.weights.ranges[streamed.slot]
     path, offset = plane.weights.path_of(place), place.offset + place.nbytes // 2

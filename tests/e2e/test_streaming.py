@@ -13,6 +13,7 @@ from torch import nn
 import tensortorrent as tt
 from conftest import eager_outputs, rss_growth
 from tensortorrent import _core
+from tensortorrent.planning import weights_on_disk
 from tensortorrent.planning.streaming import (
     call_costs,
     choose_disk_tier,
@@ -318,11 +319,19 @@ def test_a_module_streaming_from_an_artifact_saves_a_whole_artifact_again(mlp_ar
     torch.testing.assert_close(again(x), eager_outputs(model, (x,)))
 
 
-def test_a_weight_corrupted_after_load_fails_the_call_and_the_module_recovers(mlp_artifact, tmp_path):
+@pytest.mark.parametrize("settled", [True, False], ids=["trusted-while-unchanged", "just-written"])
+def test_a_weight_corrupted_after_load_fails_the_call_and_the_module_recovers(
+    mlp_artifact, tmp_path, monkeypatch, settled
+):
+    if settled:  # as if written long ago: verified at load, its loads skip their checksum pass while unchanged
+        monkeypatch.setattr(weights_on_disk, "SETTLED_NS", 0)
     model, x, path = mlp_artifact
     copy = tmp_path / "copy"
     shutil.copytree(path, copy)
     compiled = streamed(copy, weight_bytes(model) // 4)  # nearly everything streams
+    torch.testing.assert_close(compiled(x), eager_outputs(model, (x,)))
+    checked = compiled._plane.io.stats().ranges_checksummed
+    assert checked == 0 if settled else checked > 0
     weights = copy / "weights.safetensors"
     good = weights.read_bytes()
     flipped = bytearray(good)

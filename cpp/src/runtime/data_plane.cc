@@ -326,6 +326,7 @@ void DataPlane::start(const std::shared_ptr<CallMemory>& memory, const ComputeKe
       request.destination = memory->address(to);
       request.digests = digests_[range.file];
       request.range_crc32c = range_crc32c_[from];
+      request.verified_as = program_->files()[range.file].verified_as;
       // Completes on an I/O thread; no executor thread waits for it.
       io_->submit(std::move(request), finished);
       return;

@@ -87,13 +87,7 @@ int PosixIoBackend::truncate(int handle) noexcept {
 
 void PosixIoBackend::close(int handle) noexcept { ::close(handle); }
 
-std::uint64_t PosixIoBackend::file_size(int handle) {
-  struct stat info {};
-  if (::fstat(handle, &info) != 0) {
-    throw Error(ErrorCode::IO, "fstat of descriptor " + std::to_string(handle) + ": " + std::strerror(errno));
-  }
-  return static_cast<std::uint64_t>(info.st_size);
-}
+FileIdentity PosixIoBackend::identity(int handle) { return file_identity(handle); }
 
 FaultInjectingIoBackend::FaultInjectingIoBackend(std::shared_ptr<IoBackend> inner, FaultPlan plan)
     : inner_(std::move(inner)), plan_(plan) {

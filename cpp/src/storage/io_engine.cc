@@ -201,6 +201,7 @@ IoStats IoEngine::stats() const {
   stats.bytes_written = bytes_written_.load(std::memory_order_relaxed);
   stats.bytes_read = stats.direct_bytes + stats.buffered_bytes;
   stats.chunks_verified = chunks_verified_.load(std::memory_order_relaxed);
+  stats.ranges_checksummed = ranges_checksummed_.load(std::memory_order_relaxed);
   stats.busy_seconds = static_cast<double>(busy_ns_.load(std::memory_order_relaxed)) * 1e-9;
   stats.digest_seconds = static_cast<double>(digest_ns_.load(std::memory_order_relaxed)) * 1e-9;
   return stats;
@@ -288,14 +289,17 @@ void IoEngine::finish(const Finished& done) {
   Request& request = *done.request;
   if (request.unfinished.fetch_sub(done.pieces, std::memory_order_acq_rel) != done.pieces) return;
   // Last piece: nothing else touches the request now.
+  const bool check_crc = !request.error && request.read.range_crc32c && !unchanged_since_verified(request);
   if (request.buffered >= 0 && !request.borrowed) backend_->close(request.buffered);
   if (request.direct >= 0) backend_->close(request.direct);
   request.buffered = request.direct = -1;
-  if (!request.error && request.read.range_crc32c &&
-      crc32c(request.read.destination, request.read.length) != *request.read.range_crc32c) {
-    request.error = std::make_exception_ptr(Error(
-        ErrorCode::DataCorruption, request.read.path + ": bytes [" + std::to_string(request.read.offset) + ", " +
-                                       std::to_string(request.end()) + ") fail their crc32c checksum"));
+  if (check_crc) {
+    ranges_checksummed_.fetch_add(1, std::memory_order_relaxed);
+    if (crc32c(request.read.destination, request.read.length) != *request.read.range_crc32c) {
+      request.error = std::make_exception_ptr(Error(
+          ErrorCode::DataCorruption, request.read.path + ": bytes [" + std::to_string(request.read.offset) + ", " +
+                                         std::to_string(request.end()) + ") fail their crc32c checksum"));
+    }
   }
   requests_.fetch_add(1, std::memory_order_relaxed);
   if (request.error) failed_requests_.fetch_add(1, std::memory_order_relaxed);
@@ -305,6 +309,17 @@ void IoEngine::finish(const Finished& done) {
   IoCallback on_done = std::move(request.on_done);
   std::exception_ptr error = std::move(request.error);
   on_done(std::move(error));
+}
+
+bool IoEngine::unchanged_since_verified(const Request& request) noexcept {
+  const std::optional<FileIdentity>& verified = request.read.verified_as;
+  if (!verified || request.buffered < 0) return false;
+  try {
+    return backend_->identity(request.buffered) == *verified &&
+           (request.direct < 0 || backend_->identity(request.direct) == *verified);
+  } catch (...) {
+    return false;  // no identity: check the bytes themselves
+  }
 }
 
 int IoEngine::direct_handle(Request& request) {
@@ -390,7 +405,7 @@ void IoEngine::read_piece(Request& request, std::size_t index) {
       if (!request.sized) {
         if (request.buffered < 0) request.buffered = backend_->open(path, false);
         request.sized = true;
-        request.file_size = backend_->file_size(request.buffered);
+        request.file_size = backend_->identity(request.buffered).size;
         if (request.file_size < request.end()) {
           throw Error(ErrorCode::DataCorruption, request.name + ": file ends at byte " +
                                                      std::to_string(request.file_size) + ", expected at least " +

@@ -64,7 +64,7 @@ ReadModeMeasurement measure_read_modes(const std::string& path, std::uint64_t by
   PosixIoBackend posix;
   const UniqueFd file(posix.open(path, false));
   ReadModeMeasurement measurement;
-  measurement.bytes = std::min(bytes_to_read, posix.file_size(file.get())) / kDirectAlignment * kDirectAlignment;
+  measurement.bytes = std::min(bytes_to_read, posix.identity(file.get()).size) / kDirectAlignment * kDirectAlignment;
   if (measurement.bytes == 0) {
     throw Error(ErrorCode::InvalidArgument, "measure_read_modes '" + path + "': needs at least 4096 bytes to read, "
                                             "asked for " + std::to_string(bytes_to_read));

@@ -27,7 +27,7 @@ TEST(PosixIoBackendTest, OpensReadsAndSizesAFile) {
   test::write_file(dir.path("f"), bytes);
   PosixIoBackend backend;
   const int handle = backend.open(dir.path("f"), false);
-  EXPECT_EQ(backend.file_size(handle), 10000u);
+  EXPECT_EQ(backend.identity(handle).size, 10000u);
   std::vector<std::uint8_t> out(100);
   EXPECT_EQ(backend.pread(handle, out.data(), out.size(), 5000), 100);
   EXPECT_EQ(0, std::memcmp(out.data(), bytes.data() + 5000, 100));
@@ -78,7 +78,7 @@ void round_trip(IoBackend& backend, int handle, const std::vector<std::uint8_t>&
   std::vector<std::uint8_t> back(bytes.size());
   ASSERT_EQ(backend.pread(handle, back.data(), back.size(), offset), static_cast<ssize_t>(back.size()));
   EXPECT_EQ(back, bytes);
-  EXPECT_EQ(backend.file_size(handle), offset + bytes.size());
+  EXPECT_EQ(backend.identity(handle).size, offset + bytes.size());
 }
 
 TEST(PosixIoBackendTest, ASpillFileIsWrittenAndReadBackAndNothingNamesIt) {
@@ -140,7 +140,7 @@ class CountingBackend final : public IoBackend {
   }
   int truncate(int) noexcept override { return 0; }
   void close(int) noexcept override {}
-  std::uint64_t file_size(int) override { return 1 << 20; }
+  FileIdentity identity(int) override { return {.size = 1 << 20}; }
 };
 
 TEST(FaultInjectingIoBackendTest, FailsTheNthCallOnlyOrEveryCallFromIt) {
@@ -159,9 +159,9 @@ TEST(FaultInjectingIoBackendTest, FailsTheNthCallOnlyOrEveryCallFromIt) {
   FaultInjectingIoBackend short_reads(std::make_shared<CountingBackend>(), {IoFault::Short, 1, true, 0});
   EXPECT_EQ(short_reads.pread(0, buffer, 64, 0), 32);
   EXPECT_EQ(short_reads.pread(0, buffer, 1, 0), 1);  // never 0, which would mean the end of the file
-  EXPECT_EQ(short_reads.open("x", false), 3);        // open, open_for_spill and file_size pass through
+  EXPECT_EQ(short_reads.open("x", false), 3);        // open, open_for_spill and identity pass through
   EXPECT_EQ(short_reads.open_for_spill("x"), 4);
-  EXPECT_EQ(short_reads.file_size(3), 1u << 20);
+  EXPECT_EQ(short_reads.identity(3).size, 1u << 20);
 }
 
 TEST(FaultInjectingIoBackendTest, WritesGetThePlanWithTheirOwnCount) {

@@ -1,6 +1,9 @@
 // Tests of the I/O engine: bytes, concurrency limits, completion, faults, digests, cancellation.
 #include "tt/storage/io_engine.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -15,6 +18,7 @@
 #include "io_test_support.h"
 #include "tt/common/aligned_buffer.h"
 #include "tt/common/crc32c.h"
+#include "tt/common/file_identity.h"
 #include "tt/common/error.h"
 #include "tt/common/os_resources.h"
 #include "tt/storage/read_modes.h"
@@ -413,6 +417,54 @@ TEST(IoEngineRangeChecksumTest, ARangesOwnChecksumIsCheckedWhateverTheChunkGrid)
     EXPECT_NE(std::string(error.what()).find("bytes [1000, 301000) fail their crc32c checksum"), std::string::npos)
         << error.what();
   }
+}
+
+// Rewrites byte `at` of `path` in place (same inode and size) until the file's identity moves
+// off `before`: on a filesystem with coarse times, a write within one granule may keep them.
+void rewrite_byte(const std::string& path, std::uint64_t at, std::uint8_t value, const FileIdentity& before) {
+  const UniqueFd file(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
+  ASSERT_GE(file.get(), 0);
+  do {
+    ASSERT_EQ(::pwrite(file.get(), &value, 1, static_cast<off_t>(at)), 1);
+    if (file_identity(path) == before) std::this_thread::sleep_for(10ms);
+  } while (file_identity(path) == before);
+}
+
+TEST(IoEngineRangeChecksumTest, AFileStillAsVerifiedSkipsThePassAndAChangedOneIsChecked) {
+  TestFile file(1 << 20);
+  IoEngine engine({.threads = 2, .queue_depth = 4, .chunk_bytes = 64 << 10, .mode = IoMode::Auto});
+  const std::uint64_t offset = 4096, length = 200000;
+  std::vector<std::uint8_t> out(length);
+  ReadRequest request{.path = file.path(), .offset = offset, .length = length, .destination = out.data(), .digests = {}};
+  request.range_crc32c = crc32c(file.bytes.data() + offset, length);
+  request.verified_as = file_identity(file.path());
+  engine.read(request);
+  EXPECT_EQ(0, std::memcmp(out.data(), file.bytes.data() + offset, length));
+  EXPECT_EQ(engine.stats().ranges_checksummed, 0u) << "the file is as verified: no pass over its bytes";
+
+  rewrite_byte(file.path(), offset + 100, file.bytes[offset + 100] ^ 0xFF, *request.verified_as);
+  const Error error = error_of([&] { engine.read(request); });
+  EXPECT_EQ(error.code(), ErrorCode::DataCorruption);
+  EXPECT_TRUE(contains(error, "fail their crc32c checksum")) << error.what();
+  EXPECT_EQ(engine.stats().ranges_checksummed, 1u);
+
+  // Good bytes again, under another identity: checked, and they pass.
+  rewrite_byte(file.path(), offset + 100, file.bytes[offset + 100], file_identity(file.path()));
+  engine.read(request);
+  EXPECT_EQ(engine.stats().ranges_checksummed, 2u);
+}
+
+TEST(IoEngineRangeChecksumTest, AReplacedFileIsCheckedThoughItsTimesAndSizeMatch) {
+  TestFile file(1 << 20);
+  IoEngine engine({.threads = 1, .queue_depth = 1, .chunk_bytes = 64 << 10, .mode = IoMode::Auto});
+  std::vector<std::uint8_t> out(8192);
+  ReadRequest request{.path = file.path(), .offset = 0, .length = out.size(), .destination = out.data(), .digests = {}};
+  request.range_crc32c = crc32c(file.bytes.data(), out.size());
+  FileIdentity verified = file_identity(file.path());
+  verified.inode += 1;  // another file, as a rename over the path would leave
+  request.verified_as = verified;
+  engine.read(request);
+  EXPECT_EQ(engine.stats().ranges_checksummed, 1u);
 }
 
 }  // namespace

@@ -151,7 +151,7 @@ class BlockingBackend final : public IoBackend {
   int open(const std::string& path, bool direct) override { return posix_.open(path, direct); }
   int truncate(int handle) noexcept override { return posix_.truncate(handle); }
   void close(int handle) noexcept override { posix_.close(handle); }
-  std::uint64_t file_size(int handle) override { return posix_.file_size(handle); }
+  FileIdentity identity(int handle) override { return posix_.identity(handle); }
   int open_for_spill(const std::string& directory) override { return posix_.open_for_spill(directory); }
   ssize_t pwrite(int handle, const void* source, std::size_t length, std::uint64_t offset) noexcept override {
     return posix_.pwrite(handle, source, length, offset);
@@ -197,7 +197,11 @@ class LongerFileBackend final : public IoBackend {
   int open(const std::string& path, bool direct) override { return posix_.open(path, direct); }
   int truncate(int handle) noexcept override { return posix_.truncate(handle); }
   void close(int handle) noexcept override { posix_.close(handle); }
-  std::uint64_t file_size(int handle) override { return posix_.file_size(handle) + extra_; }
+  FileIdentity identity(int handle) override {
+    FileIdentity identity = posix_.identity(handle);
+    identity.size += extra_;
+    return identity;
+  }
   ssize_t pread(int handle, void* destination, std::size_t length, std::uint64_t offset) noexcept override {
     return posix_.pread(handle, destination, length, offset);
   }

@@ -37,7 +37,7 @@ class OpenCountingBackend final : public IoBackend {
     --open_;
     posix_.close(handle);
   }
-  std::uint64_t file_size(int handle) override { return posix_.file_size(handle); }
+  FileIdentity identity(int handle) override { return posix_.identity(handle); }
 
   int open_now() const { return open_.load(); }
   int truncated() const { return truncated_.load(); }
@@ -85,13 +85,13 @@ TEST(SpillFilePoolTest, AFileComesBackEmpty) {
   auto file = pool.acquire();
   const std::vector<char> bytes(1 << 16, 3);
   ASSERT_EQ(backend->pwrite(file->handle(), bytes.data(), bytes.size(), 0), static_cast<ssize_t>(bytes.size()));
-  EXPECT_EQ(backend->file_size(file->handle()), bytes.size());
+  EXPECT_EQ(backend->identity(file->handle()).size, bytes.size());
   const int handle = file->handle();
   file.reset();
   EXPECT_EQ(backend->truncated(), 1);
   auto again = pool.acquire();
   EXPECT_EQ(again->handle(), handle);
-  EXPECT_EQ(backend->file_size(again->handle()), 0u);
+  EXPECT_EQ(backend->identity(again->handle()).size, 0u);
 }
 
 TEST(SpillFilePoolTest, AMissingDirectoryIsNotFoundAndAnEmptyOneIsRefused) {

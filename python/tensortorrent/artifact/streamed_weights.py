@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -20,7 +20,7 @@ from ..errors import DataCorruptionError
 from ..planning.costs import region_costs, roofline_seconds
 from ..planning.lowering import LoweredProgram
 from ..planning.streaming import Layout, choose_disk_tier, simulate_plan, with_io_depth
-from ..planning.weights_on_disk import WeightFile, WeightRange, WeightsOnDisk
+from ..planning.weights_on_disk import WeightFile, WeightRange, WeightsOnDisk, identity_if_intact
 from ..runtime.plane_program import PlaneProgram
 from ..runtime.program_runner import ProgramRunner
 from ..runtime.region_backends import RegionBackends
@@ -192,12 +192,17 @@ def weights_file(path: str, header, entries: list[dict], program, record: dict[s
     return WeightsOnDisk(files=(file,), ranges=ranges)
 
 
-def verify_weights(weights: WeightsOnDisk) -> None:
-    """Reads each file with chunk digests once, checking every chunk's digest; holds one
-    small piece of it in memory at a time, so checking stays within any budget."""
+def verified_weights(weights: WeightsOnDisk) -> WeightsOnDisk:
+    """Reads each file with chunk digests once, checking every chunk's digest (holding one
+    small piece of it in memory at a time, so checking stays within any budget); returns
+    `weights` with each such file's identity where nothing wrote it meanwhile, which lets
+    a later load that finds the file so skip its range's CRC-32C pass."""
+    files = []
     for file in weights.files:
+        files.append(file)
         if not file.chunk_bytes:
             continue
+        before = _core.file_identity(file.path)
         found = chunk_digests(file.path, file.chunk_bytes)
         for index, expected in enumerate(file.chunk_sha256):
             got = next(found, None)
@@ -206,6 +211,8 @@ def verify_weights(weights: WeightsOnDisk) -> None:
                 raise DataCorruptionError(
                     f"{file.path}: chunk {index} (bytes from {index * file.chunk_bytes}) {problem}"
                 )
+        files[-1] = replace(file, verified_as=identity_if_intact(file.path, before))
+    return replace(weights, files=tuple(files))
 
 
 def stream_weights(
@@ -252,7 +259,7 @@ def stream_weights(
     )
     chosen, simulated = tier.plan, tier.simulated
     if verify:
-        verify_weights(weights)
+        weights = verified_weights(weights)
     io = _core.IoEngine(
         threads=reads.threads, queue_depth=reads.threads, chunk_bytes=reads.request_bytes, mode=reads.mode
     )

@@ -3,14 +3,23 @@ buffer that a Load of a range writes sits in its 4 KiB."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
+from typing import Any
 
 import torch
+
+from .. import _core
 
 # A buffer a Load writes agrees with its file offset modulo 4 KiB (on a 4 KiB boundary for
 # the artifact and cache files, which align their large tensors so; at the same phase for a
 # checkpoint's), so that the read's aligned middle skips the page cache (O_DIRECT).
 LOAD_ALIGNMENT = 4096
+
+# A file's times may be as coarse as a second (ext4's small inodes, network filesystems; FAT
+# keeps two): a write within one granule of its last change can leave them as they were. A
+# file whose last change is more recent than this is never trusted by its identity.
+SETTLED_NS = 3_000_000_000
 
 
 @dataclass(frozen=True)
@@ -33,6 +42,17 @@ class WeightFile:
     size: int
     chunk_bytes: int = 0  # 0: no digests
     chunk_sha256: tuple[str, ...] = ()
+    # _core.FileIdentity of the file when it was read whole and found as its ranges' checksums
+    # say: a load finding it so skips its CRC-32C pass. None: every load checks.
+    verified_as: Any = None
+
+
+def identity_if_intact(path: str, before: Any) -> Any:
+    """`path`'s identity if it is still `before` (taken before the file was read whole), so
+    nothing wrote it meanwhile, and its last change is over SETTLED_NS old; else None."""
+    after = _core.file_identity(path)
+    settled = time.time_ns() - after.changed_ns > SETTLED_NS
+    return after if after == before and settled else None
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ import torch
 
 from .. import _core
 from ..capture.program import NormalizedProgram
-from ..planning.weights_on_disk import WeightFile, WeightRange, WeightsOnDisk
+from ..planning.weights_on_disk import WeightFile, WeightRange, WeightsOnDisk, identity_if_intact
 from .checkpoint import Checkpoint
 from .name_matching import match_checkpoint
 
@@ -48,18 +48,23 @@ CHECKSUM_CHUNK_BYTES = 16 << 20
 
 def with_checksums(weights: WeightsOnDisk, budget_bytes: int) -> WeightsOnDisk:
     """`weights` with every range's CRC-32C, read now a chunk at a time (at most
-    CHECKSUM_CHUNK_BYTES, and an eighth of `budget_bytes`, in memory), in file order. Every
-    later load of a range checks it, so a checkpoint changed after compile fails that load
-    (tt.DataCorruptionError naming the file) instead of running on other weights."""
+    CHECKSUM_CHUNK_BYTES, and an eighth of `budget_bytes`, in memory), and each file's
+    identity where nothing wrote it meanwhile. A later load of a range checks its bytes
+    unless its file still has that identity, so a checkpoint changed after compile fails
+    that load (tt.DataCorruptionError naming the file) instead of running on other weights."""
     chunk = torch.empty(max(4096, min(CHECKSUM_CHUNK_BYTES, budget_bytes // 8)), dtype=torch.uint8)
     io = _core.IoEngine(threads=2, queue_depth=2)
-    ranges = {}
-    for slot, place in sorted(weights.ranges.items(), key=lambda item: (item[1].file, item[1].offset)):
-        crc, done = 0, 0
-        while done < place.nbytes:
-            piece = chunk[: min(chunk.numel(), place.nbytes - done)]
-            io.read_into(weights.path_of(place), place.offset + done, piece)
-            crc = _core.crc32c(piece, crc)
-            done += piece.numel()
-        ranges[slot] = replace(place, crc32c=crc)
-    return replace(weights, ranges=ranges)
+    ranges, files = {}, []
+    for index, file in enumerate(weights.files):
+        before = _core.file_identity(file.path)
+        in_file = sorted((item for item in weights.ranges.items() if item[1].file == index), key=lambda i: i[1].offset)
+        for slot, place in in_file:
+            crc, done = 0, 0
+            while done < place.nbytes:
+                piece = chunk[: min(chunk.numel(), place.nbytes - done)]
+                io.read_into(file.path, place.offset + done, piece)
+                crc = _core.crc32c(piece, crc)
+                done += piece.numel()
+            ranges[slot] = replace(place, crc32c=crc)
+        files.append(replace(file, verified_as=identity_if_intact(file.path, before)))
+    return replace(weights, files=tuple(files), ranges=ranges)

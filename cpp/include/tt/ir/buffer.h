@@ -3,8 +3,11 @@
 
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "tt/common/file_identity.h"
 
 namespace tt {
 
@@ -55,6 +58,9 @@ struct FileSpec {
   std::int64_t bytes = 0;                     // the file's size
   std::int64_t chunk_bytes = 0;               // 0: no digests
   std::vector<std::string> chunk_sha256;      // lowercase hex, one per chunk from offset 0
+  // The file as it was when its ranges' CRC-32Cs were computed from it: a load finding it
+  // unchanged skips the checksum pass (ReadRequest::verified_as). Absent: every load checks.
+  std::optional<FileIdentity> verified_as = std::nullopt;
 };
 
 // A contiguous range of bytes in one tier; a plain value.

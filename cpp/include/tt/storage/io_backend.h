@@ -9,6 +9,8 @@
 #include <memory>
 #include <string>
 
+#include "tt/common/file_identity.h"
+
 namespace tt {
 
 // Opens, reads, writes and closes files on behalf of an IoEngine. Implementations must be
@@ -48,8 +50,8 @@ class IoBackend {
   // Releases a handle from open() or open_for_spill(). Never throws.
   virtual void close(int handle) noexcept = 0;
 
-  // Size of the open file in bytes. Throws Error(IO) with the OS reason.
-  virtual std::uint64_t file_size(int handle) = 0;
+  // The open file's identity (its size among it). Throws Error(IO) with the OS reason.
+  virtual FileIdentity identity(int handle) = 0;
 };
 
 // The real thing: open(2) with O_RDONLY | O_CLOEXEC (| O_DIRECT), pread(2), pwrite(2),
@@ -63,7 +65,7 @@ class PosixIoBackend final : public IoBackend {
   ssize_t pwrite(int handle, const void* source, std::size_t length, std::uint64_t offset) noexcept override;
   int truncate(int handle) noexcept override;
   void close(int handle) noexcept override;
-  std::uint64_t file_size(int handle) override;
+  FileIdentity identity(int handle) override;
 };
 
 // open_for_spill's fallback where the filesystem (or kernel) lacks O_TMPFILE: mkostemp of
@@ -91,7 +93,7 @@ struct FaultPlan {
 };
 
 // Wraps another backend and injects the faults of a FaultPlan into its preads and pwrites;
-// open, open_for_spill, close and file_size pass through. Thread-safe: the call counters are
+// open, open_for_spill, close and identity pass through. Thread-safe: the call counters are
 // atomic, so "the Nth call" is well-defined when several threads read or write at once. Shares
 // ownership of the wrapped backend.
 class FaultInjectingIoBackend final : public IoBackend {
@@ -105,7 +107,7 @@ class FaultInjectingIoBackend final : public IoBackend {
   ssize_t pwrite(int handle, const void* source, std::size_t length, std::uint64_t offset) noexcept override;
   int truncate(int handle) noexcept override { return inner_->truncate(handle); }
   void close(int handle) noexcept override { inner_->close(handle); }
-  std::uint64_t file_size(int handle) override { return inner_->file_size(handle); }
+  FileIdentity identity(int handle) override { return inner_->identity(handle); }
 
   // pread and pwrite calls so far, faulty or not (planned or not).
   std::int64_t pread_calls() const noexcept { return read_calls_.load(std::memory_order_relaxed); }

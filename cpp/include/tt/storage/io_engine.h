@@ -73,6 +73,14 @@ struct ReadRequest {
   // The CRC-32C of the whole range, checked once every piece has arrived (a load of one
   // tensor checks its own bytes, whatever the chunk grid); absent: not checked.
   std::optional<std::uint32_t> range_crc32c = std::nullopt;
+  // The file as it was when `range_crc32c` was computed from its bytes. Where every handle the
+  // request read through still has this identity once the bytes are in, they are the bytes the
+  // checksum was computed from and the pass over them is skipped; anything else (a write, a
+  // replaced file) and the checksum is checked. A write moves the file's times before it
+  // changes a byte, so no change a read could see escapes the identity taken after it, as
+  // long as the verified identity's last change is older than the filesystem's time
+  // granularity (the caller's to ensure: planning/weights_on_disk.py waits 3 s).
+  std::optional<FileIdentity> verified_as = std::nullopt;
   // >= 0: read this open handle (a spill file's, which the caller owns and keeps open until
   // on_done runs) instead of opening `path`; `path` then only names the file in messages
   // (SpillFile::name()). Always read through the page cache, whatever the mode: an anonymous
@@ -106,6 +114,7 @@ struct IoStats {
   std::uint64_t buffered_bytes = 0;   // read through the page cache
   std::uint64_t bytes_written = 0;    // by write requests
   std::uint64_t chunks_verified = 0;  // whole chunks whose digest matched
+  std::uint64_t ranges_checksummed = 0;  // reads whose range's CRC-32C was computed (not skipped as verified)
   double busy_seconds = 0;            // sum over pieces of the time spent in reads and writes
   double digest_seconds = 0;          // sum over pieces of the time spent hashing
 };
@@ -188,6 +197,7 @@ class IoEngine {
   void read_range(Request& request, char* out, std::uint64_t begin, std::uint64_t end);
   int direct_handle(Request& request);
   void finish(const Finished& finished);
+  bool unchanged_since_verified(const Request& request) noexcept;
   void note_fallback(const std::string& reason);
 
   const IoEngineOptions options_;
@@ -204,7 +214,7 @@ class IoEngine {
   std::atomic<bool> has_fallback_reason_{false};
 
   std::atomic<std::uint64_t> requests_{0}, failed_requests_{0}, pieces_{0}, direct_bytes_{0}, buffered_bytes_{0},
-      bytes_written_{0}, chunks_verified_{0}, busy_ns_{0}, digest_ns_{0};
+      bytes_written_{0}, chunks_verified_{0}, ranges_checksummed_{0}, busy_ns_{0}, digest_ns_{0};
 
   std::vector<std::thread> threads_;  // last member: started once everything above is constructed
 };
