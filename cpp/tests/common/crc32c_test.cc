@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 #include <string>
 #include <vector>
@@ -43,7 +44,8 @@ TEST(Crc32cTest, AgreesWithTheDefinitionAcrossBlocksAndTails) {
   for (std::size_t size : {std::size_t{1}, std::size_t{8191}, block - 1, block, block + 1, block + 13, 2 * block + 8,
                            bytes.size()}) {
     EXPECT_EQ(crc32c(bytes.data(), size), reference_crc32c(bytes.data(), size)) << size << " bytes";
-    EXPECT_EQ(crc32c(bytes.data() + 3, size - 1), reference_crc32c(bytes.data() + 3, size - 1)) << "unaligned";
+    const std::size_t shifted = std::min(size, bytes.size() - 3);  // from an odd address, within the bytes
+    EXPECT_EQ(crc32c(bytes.data() + 3, shifted), reference_crc32c(bytes.data() + 3, shifted)) << "unaligned";
     EXPECT_EQ(crc32c_portable(bytes.data(), size), reference_crc32c(bytes.data(), size)) << size << " bytes, tables";
   }
 }
