@@ -297,9 +297,11 @@ def stream_from_cache(
     cached = cache_weights(program.bound, directory, budgets.disk.amount)
     log.info("weights %s %s", "reused from" if cached.reused else "written to", cached.path)
     header = _core.read_safetensors_header(cached.path)
-    digests = cached.record.get("tensor_sha256", {})
+    # Each load checks its tensor's CRC-32C, recorded as the file was written (a cache file
+    # from before they were recorded: the SHA-256 of the whole chunks a load covers).
+    checksums = cached.record.get("tensor_crc32c", {})
     entries = [
-        {"key": b.names[0], "names": list(b.names), "sha256": digests.get(b.names[0], "")} for b in program.bound
+        {"key": b.names[0], "names": list(b.names), "crc32c": checksums.get(b.names[0], -1)} for b in program.bound
     ]
     weights = weights_file(cached.path, header, entries, program, cached.record)
     return stream_weights(program, regions, weights, config, cpu_slots, verify=False, layout=layout, backends=backends)

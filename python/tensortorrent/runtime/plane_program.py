@@ -167,6 +167,7 @@ class PlaneProgram:
         lines = [
             f"Weights streamed from disk (ram_budget_bytes={plan.budget_bytes}, {format_bytes(plan.budget_bytes)})",
             *self._file_lines(),
+            self._integrity_line(),
             f"  layout: {self.layout}",
             f"  prefetch distance: {plan.prefetch}; loads in flight: {program.queues[1].capacity}; reads: {self.reads}",
             f"  predicted per call: {self.predicted_s() * 1e3:.2f} ms (the simulator; {self.costs})",
@@ -199,6 +200,19 @@ class PlaneProgram:
         if len(files) == 1:
             return [f"  file: {files[0].path}"]
         return [f"  files: {len(files)}, read in place", *(f"    {file.path}" for file in files)]
+
+    def _integrity_line(self) -> str:
+        files, ranges = self.weights.files, self.weights.ranges.values()
+        if not all(place.crc32c >= 0 for place in ranges):
+            return "  integrity: each load checks the SHA-256 of the whole chunks it covers"
+        trusted = sum(1 for file in files if file.verified_as is not None)
+        if not trusted:
+            return "  integrity: each load checks its tensor's CRC-32C"
+        which = "every file" if trusted == len(files) else f"{trusted} of {len(files)} files"
+        return (
+            f"  integrity: {which} read whole and found good when built: a load skips its CRC-32C pass while "
+            "its file keeps that identity (device, inode, size, times), and checks it once anything wrote the file"
+        )
 
     def _program_lines(self) -> list[str]:
         lines = ["Schedule: the data plane's program (instruction, queue, kind, label, deps)"]
