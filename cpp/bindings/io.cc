@@ -155,6 +155,7 @@ void bind_io(nb::module_& m) {
                ", size=" + std::to_string(f.size) + ", modified_ns=" + std::to_string(f.modified_ns) +
                ", changed_ns=" + std::to_string(f.changed_ns) + ")";
       });
+  m.attr("SETTLED_NANOSECONDS") = kSettledNanoseconds;
   m.def("file_identity", nb::overload_cast<const std::string&>(&file_identity), "path"_a,
         "The FileIdentity of the file at `path` (stat, following links); NotFoundError if there is none.");
 

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <cerrno>
+#include <ctime>
 #include <cstring>
 
 #include "tt/common/error.h"
@@ -18,6 +19,12 @@ FileIdentity identity_of(const struct stat& info) {
 }
 
 }  // namespace
+
+bool settled(const FileIdentity& identity, std::int64_t settle_ns) {
+  timespec now{};
+  ::clock_gettime(CLOCK_REALTIME, &now);
+  return std::int64_t{now.tv_sec} * 1'000'000'000 + now.tv_nsec - identity.changed_ns >= settle_ns;
+}
 
 FileIdentity file_identity(const std::string& path) {
   struct stat info {};

@@ -193,8 +193,13 @@ DataPlane::DataPlane(std::shared_ptr<const Program> program, std::shared_ptr<IoE
     if (instruction.declared_us > 0 && !timer_) timer_ = std::make_unique<DelayTimer>();
   }
   for (const Buffer& buffer : program_->buffers()) {
-    range_crc32c_.push_back(buffer.crc32c < 0 ? std::nullopt
-                                              : std::optional(static_cast<std::uint32_t>(buffer.crc32c)));
+    if (buffer.crc32c < 0) {
+      range_crc32c_.push_back(std::nullopt);
+      range_trust_.push_back(nullptr);
+      continue;
+    }
+    range_crc32c_.push_back(static_cast<std::uint32_t>(buffer.crc32c));
+    range_trust_.push_back(std::make_shared<RangeTrust>(program_->files()[buffer.file].verified_as));
   }
   for (const FileSpec& file : program_->files()) {
     if (file.chunk_bytes == 0) {
@@ -326,7 +331,7 @@ void DataPlane::start(const std::shared_ptr<CallMemory>& memory, const ComputeKe
       request.destination = memory->address(to);
       request.digests = digests_[range.file];
       request.range_crc32c = range_crc32c_[from];
-      request.verified_as = program_->files()[range.file].verified_as;
+      request.trust = range_trust_[from];
       // Completes on an I/O thread; no executor thread waits for it.
       io_->submit(std::move(request), finished);
       return;

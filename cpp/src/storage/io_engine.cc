@@ -37,6 +37,7 @@ struct IoEngine::Request {
   bool direct_refused = false;  // Auto mode: O_DIRECT was refused, read the rest through the page cache
   bool sized = false;           // a read's first piece has checked the file's size
   std::uint64_t file_size = 0;
+  FileIdentity opened_as;       // the file's identity before any piece was read
 
   std::uint64_t offset() const { return writes ? write.offset : read.offset; }
   std::uint64_t end() const { return offset() + (writes ? write.length : read.length); }
@@ -289,7 +290,9 @@ void IoEngine::finish(const Finished& done) {
   Request& request = *done.request;
   if (request.unfinished.fetch_sub(done.pieces, std::memory_order_acq_rel) != done.pieces) return;
   // Last piece: nothing else touches the request now.
-  const bool check_crc = !request.error && request.read.range_crc32c && !unchanged_since_verified(request);
+  const RangeTrust* trust = request.read.trust.get();
+  const std::optional<FileIdentity> read_from = trust ? identity_read(request) : std::nullopt;
+  const bool check_crc = !request.error && request.read.range_crc32c && !(read_from && trust->trusts(*read_from));
   if (request.buffered >= 0 && !request.borrowed) backend_->close(request.buffered);
   if (request.direct >= 0) backend_->close(request.direct);
   request.buffered = request.direct = -1;
@@ -299,6 +302,8 @@ void IoEngine::finish(const Finished& done) {
       request.error = std::make_exception_ptr(Error(
           ErrorCode::DataCorruption, request.read.path + ": bytes [" + std::to_string(request.read.offset) + ", " +
                                          std::to_string(request.end()) + ") fail their crc32c checksum"));
+    } else if (read_from == request.opened_as) {  // and nothing wrote the file while it was read
+      request.read.trust->found_good(*read_from);
     }
   }
   requests_.fetch_add(1, std::memory_order_relaxed);
@@ -311,14 +316,16 @@ void IoEngine::finish(const Finished& done) {
   on_done(std::move(error));
 }
 
-bool IoEngine::unchanged_since_verified(const Request& request) noexcept {
-  const std::optional<FileIdentity>& verified = request.read.verified_as;
-  if (!verified || request.buffered < 0) return false;
+// The identity of the file every handle of `request` read, taken once its bytes are in; none
+// where the handles disagree (the file was replaced midway) or fstat fails: check the bytes.
+std::optional<FileIdentity> IoEngine::identity_read(const Request& request) noexcept {
+  if (request.buffered < 0) return std::nullopt;
   try {
-    return backend_->identity(request.buffered) == *verified &&
-           (request.direct < 0 || backend_->identity(request.direct) == *verified);
+    const FileIdentity identity = backend_->identity(request.buffered);
+    if (request.direct >= 0 && backend_->identity(request.direct) != identity) return std::nullopt;
+    return identity;
   } catch (...) {
-    return false;  // no identity: check the bytes themselves
+    return std::nullopt;
   }
 }
 
@@ -405,7 +412,8 @@ void IoEngine::read_piece(Request& request, std::size_t index) {
       if (!request.sized) {
         if (request.buffered < 0) request.buffered = backend_->open(path, false);
         request.sized = true;
-        request.file_size = backend_->identity(request.buffered).size;
+        request.opened_as = backend_->identity(request.buffered);
+        request.file_size = request.opened_as.size;
         if (request.file_size < request.end()) {
           throw Error(ErrorCode::DataCorruption, request.name + ": file ends at byte " +
                                                      std::to_string(request.file_size) + ", expected at least " +

@@ -37,6 +37,14 @@ TEST(FileIdentityTest, StableUntilAWriteOrAReplacement) {
   EXPECT_NE(file_identity(path), replaced);
 }
 
+TEST(FileIdentityTest, AJustWrittenFileIsNotSettled) {
+  test::TempDir dir;
+  test::write_file(dir.path("a.bin"), test::random_bytes(100, 1));
+  const FileIdentity identity = file_identity(dir.path("a.bin"));
+  EXPECT_FALSE(settled(identity));
+  EXPECT_TRUE(settled(identity, 0));
+}
+
 TEST(FileIdentityTest, AMissingFileIsNotFound) {
   test::TempDir dir;
   const Error error = test::error_of([&] { file_identity(dir.path("missing")); });

@@ -430,40 +430,102 @@ void rewrite_byte(const std::string& path, std::uint64_t at, std::uint8_t value,
   } while (file_identity(path) == before);
 }
 
-TEST(IoEngineRangeChecksumTest, AFileStillAsVerifiedSkipsThePassAndAChangedOneIsChecked) {
+// Passes calls to the POSIX backend; after the first pread, rewrites byte `at` of `path` in
+// place, as another process writing the file while a read is in flight would.
+class WriterDuringReadBackend final : public IoBackend {
+ public:
+  WriterDuringReadBackend(std::string path, std::uint64_t at, std::uint8_t value)
+      : path_(std::move(path)), at_(at), value_(value) {}
+  int open(const std::string& path, bool direct) override { return posix_.open(path, direct); }
+  ssize_t pread(int handle, void* destination, std::size_t length, std::uint64_t offset) noexcept override {
+    const ssize_t got = posix_.pread(handle, destination, length, offset);
+    if (!written_.exchange(true)) rewrite_byte(path_, at_, value_, file_identity(path_));
+    return got;
+  }
+  int open_for_spill(const std::string& directory) override { return posix_.open_for_spill(directory); }
+  ssize_t pwrite(int handle, const void* source, std::size_t length, std::uint64_t offset) noexcept override {
+    return posix_.pwrite(handle, source, length, offset);
+  }
+  int truncate(int handle) noexcept override { return posix_.truncate(handle); }
+  void close(int handle) noexcept override { posix_.close(handle); }
+  FileIdentity identity(int handle) override { return posix_.identity(handle); }
+
+ private:
+  PosixIoBackend posix_;
+  const std::string path_;
+  const std::uint64_t at_;
+  const std::uint8_t value_;
+  std::atomic<bool> written_{false};
+};
+
+// A read of `length` bytes at `offset` of `file`, checked against their CRC-32C, sharing `trust`.
+ReadRequest trusted_read(const TestFile& file, std::uint64_t offset, std::vector<std::uint8_t>& out,
+                         std::shared_ptr<RangeTrust> trust) {
+  ReadRequest request{.path = file.path(), .offset = offset, .length = out.size(), .destination = out.data(),
+                      .digests = {}};
+  request.range_crc32c = crc32c(file.bytes.data() + offset, out.size());
+  request.trust = std::move(trust);
+  return request;
+}
+
+TEST(IoEngineRangeChecksumTest, BytesFoundGoodAreTrustedUntilTheFileChanges) {
   TestFile file(1 << 20);
   IoEngine engine({.threads = 2, .queue_depth = 4, .chunk_bytes = 64 << 10, .mode = IoMode::Auto});
-  const std::uint64_t offset = 4096, length = 200000;
-  std::vector<std::uint8_t> out(length);
-  ReadRequest request{.path = file.path(), .offset = offset, .length = length, .destination = out.data(), .digests = {}};
-  request.range_crc32c = crc32c(file.bytes.data() + offset, length);
-  request.verified_as = file_identity(file.path());
+  std::vector<std::uint8_t> out(200000);
+  const std::uint64_t offset = 4096;
+  // Settled at once (a file older than the filesystem's time granularity, as most are).
+  const ReadRequest request = trusted_read(file, offset, out, std::make_shared<RangeTrust>(std::nullopt, 0));
   engine.read(request);
-  EXPECT_EQ(0, std::memcmp(out.data(), file.bytes.data() + offset, length));
-  EXPECT_EQ(engine.stats().ranges_checksummed, 0u) << "the file is as verified: no pass over its bytes";
+  EXPECT_EQ(engine.stats().ranges_checksummed, 1u) << "nothing vouched for the file yet";
+  engine.read(request);
+  EXPECT_EQ(0, std::memcmp(out.data(), file.bytes.data() + offset, out.size()));
+  EXPECT_EQ(engine.stats().ranges_checksummed, 1u) << "found good in this very file: no pass over its bytes";
 
-  rewrite_byte(file.path(), offset + 100, file.bytes[offset + 100] ^ 0xFF, *request.verified_as);
+  rewrite_byte(file.path(), offset + 100, file.bytes[offset + 100] ^ 0xFF, file_identity(file.path()));
   const Error error = error_of([&] { engine.read(request); });
   EXPECT_EQ(error.code(), ErrorCode::DataCorruption);
   EXPECT_TRUE(contains(error, "fail their crc32c checksum")) << error.what();
-  EXPECT_EQ(engine.stats().ranges_checksummed, 1u);
+  EXPECT_EQ(engine.stats().ranges_checksummed, 2u);
 
-  // Good bytes again, under another identity: checked, and they pass.
+  // Good bytes again, under another identity: checked once, then trusted again.
   rewrite_byte(file.path(), offset + 100, file.bytes[offset + 100], file_identity(file.path()));
+  engine.read(request);
+  engine.read(request);
+  EXPECT_EQ(engine.stats().ranges_checksummed, 3u);
+}
+
+TEST(IoEngineRangeChecksumTest, GoodBytesOfAFileWrittenDuringTheReadAreNotTrusted) {
+  TestFile file(1 << 20);
+  auto backend = std::make_shared<WriterDuringReadBackend>(file.path(), 100, file.bytes[100] ^ 0xFF);
+  IoEngine engine({.threads = 1, .queue_depth = 1, .chunk_bytes = 64 << 10, .mode = IoMode::Buffered}, backend);
+  std::vector<std::uint8_t> out(8192);
+  const ReadRequest request = trusted_read(file, 0, out, std::make_shared<RangeTrust>(std::nullopt, 0));
+  engine.read(request);  // its bytes were read before the write landed: good, but not the file's now
+  EXPECT_EQ(0, std::memcmp(out.data(), file.bytes.data(), out.size()));
+  const Error error = error_of([&] { engine.read(request); });
+  EXPECT_EQ(error.code(), ErrorCode::DataCorruption) << "the file written during the first read was trusted";
+  EXPECT_EQ(engine.stats().ranges_checksummed, 2u);
+}
+
+TEST(IoEngineRangeChecksumTest, AJustChangedFileIsCheckedOnEveryRead) {
+  TestFile file(1 << 20);  // written now: within kSettledNanoseconds of its last change
+  IoEngine engine({.threads = 1, .queue_depth = 1, .chunk_bytes = 64 << 10, .mode = IoMode::Auto});
+  std::vector<std::uint8_t> out(8192);
+  const ReadRequest request = trusted_read(file, 0, out, std::make_shared<RangeTrust>());
+  engine.read(request);
   engine.read(request);
   EXPECT_EQ(engine.stats().ranges_checksummed, 2u);
 }
 
-TEST(IoEngineRangeChecksumTest, AReplacedFileIsCheckedThoughItsTimesAndSizeMatch) {
+TEST(IoEngineRangeChecksumTest, AnIdentityTheCallerVouchesForIsTrustedAndNoOther) {
   TestFile file(1 << 20);
   IoEngine engine({.threads = 1, .queue_depth = 1, .chunk_bytes = 64 << 10, .mode = IoMode::Auto});
   std::vector<std::uint8_t> out(8192);
-  ReadRequest request{.path = file.path(), .offset = 0, .length = out.size(), .destination = out.data(), .digests = {}};
-  request.range_crc32c = crc32c(file.bytes.data(), out.size());
-  FileIdentity verified = file_identity(file.path());
-  verified.inode += 1;  // another file, as a rename over the path would leave
-  request.verified_as = verified;
-  engine.read(request);
+  engine.read(trusted_read(file, 0, out, std::make_shared<RangeTrust>(file_identity(file.path()))));
+  EXPECT_EQ(engine.stats().ranges_checksummed, 0u);
+  FileIdentity other = file_identity(file.path());
+  other.inode += 1;  // another file, as a rename over the path would leave
+  engine.read(trusted_read(file, 0, out, std::make_shared<RangeTrust>(other)));
   EXPECT_EQ(engine.stats().ranges_checksummed, 1u);
 }
 

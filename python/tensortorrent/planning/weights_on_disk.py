@@ -16,10 +16,9 @@ from .. import _core
 # checkpoint's), so that the read's aligned middle skips the page cache (O_DIRECT).
 LOAD_ALIGNMENT = 4096
 
-# A file's times may be as coarse as a second (ext4's small inodes, network filesystems; FAT
-# keeps two): a write within one granule of its last change can leave them as they were. A
-# file whose last change is more recent than this is never trusted by its identity.
-SETTLED_NS = 3_000_000_000
+# How long a file must be unchanged before its identity vouches for its bytes (file times
+# can be as coarse as that: common/file_identity.h).
+SETTLED_NS = _core.SETTLED_NANOSECONDS
 
 
 @dataclass(frozen=True)
@@ -30,7 +29,7 @@ class WeightRange:
     nbytes: int
     dtype: torch.dtype
     shape: tuple[int, ...]
-    crc32c: int = -1  # the range's own checksum, checked by every load of it; -1: none recorded
+    crc32c: int = -1  # the range's own checksum, checked by its loads (RangeTrust says when); -1: none recorded
     file: int = 0  # index in WeightsOnDisk.files
 
 
@@ -43,7 +42,8 @@ class WeightFile:
     chunk_bytes: int = 0  # 0: no digests
     chunk_sha256: tuple[str, ...] = ()
     # _core.FileIdentity of the file when it was read whole and found as its ranges' checksums
-    # say: a load finding it so skips its CRC-32C pass. None: every load checks.
+    # say: a load finding it so skips its CRC-32C pass. None: loads check until one finds
+    # its bytes good in a settled file (RangeTrust in storage/io_engine.h).
     verified_as: Any = None
 
 

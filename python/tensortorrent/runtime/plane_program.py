@@ -25,7 +25,7 @@ from ..observe.units import format_bytes
 from ..planning.lowering import UNBOUNDED, LoweredProgram
 from ..planning.machine import RAM, PlanMachine
 from ..planning.streaming import predicted_at
-from ..planning.weights_on_disk import WeightsOnDisk
+from ..planning.weights_on_disk import SETTLED_NS, WeightsOnDisk
 from .device_copies import device_links
 from .held_weights import HeldWeights
 from .host_pins import HostPins, page_spans
@@ -206,12 +206,10 @@ class PlaneProgram:
         if not all(place.crc32c >= 0 for place in ranges):
             return "  integrity: each load checks the SHA-256 of the whole chunks it covers"
         trusted = sum(1 for file in files if file.verified_as is not None)
-        if not trusted:
-            return "  integrity: each load checks its tensor's CRC-32C"
-        which = "every file" if trusted == len(files) else f"{trusted} of {len(files)} files"
         return (
-            f"  integrity: {which} read whole and found good when built: a load skips its CRC-32C pass while "
-            "its file keeps that identity (device, inode, size, times), and checks it once anything wrote the file"
+            "  integrity: a load checks its tensor's CRC-32C unless it found it good before in the file as it is "
+            f"(device, inode, size, times; unchanged for {SETTLED_NS / 1e9:g} s); any write brings the check back. "
+            f"Found good when built: {trusted} of {len(files)} file(s)"
         )
 
     def _program_lines(self) -> list[str]:

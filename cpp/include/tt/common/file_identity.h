@@ -18,6 +18,15 @@ struct FileIdentity {
   bool operator==(const FileIdentity&) const = default;
 };
 
+// File times may be as coarse as a second (ext4's small inodes, network filesystems; FAT keeps
+// two): a write within one granule of a file's last change can leave its times as they were.
+// An identity vouches for the bytes only once its last change is this old.
+inline constexpr std::int64_t kSettledNanoseconds = 3'000'000'000;
+
+// Whether `identity`'s last change (ctime) is at least `settle_ns` before now, on the realtime
+// clock that file times follow.
+bool settled(const FileIdentity& identity, std::int64_t settle_ns = kSettledNanoseconds);
+
 // The identity of the file at `path` (stat(2), following links). Throws Error(NotFound) when
 // it does not exist, Error(IO) naming it and the OS reason otherwise.
 FileIdentity file_identity(const std::string& path);

@@ -58,8 +58,8 @@ struct FileSpec {
   std::int64_t bytes = 0;                     // the file's size
   std::int64_t chunk_bytes = 0;               // 0: no digests
   std::vector<std::string> chunk_sha256;      // lowercase hex, one per chunk from offset 0
-  // The file as it was when its ranges' CRC-32Cs were computed from it: a load finding it
-  // unchanged skips the checksum pass (ReadRequest::verified_as). Absent: every load checks.
+  // The file as it was when its ranges' CRC-32Cs were computed from it, settled: a load finding
+  // it so skips the checksum pass (RangeTrust's known-good identity). Absent: none yet.
   std::optional<FileIdentity> verified_as = std::nullopt;
 };
 

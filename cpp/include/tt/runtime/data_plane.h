@@ -178,6 +178,7 @@ class DataPlane {
   std::vector<std::unique_ptr<SpillFilePool>> spill_pools_;  // per tier, null but for Disk tiers that spill
   std::vector<std::shared_ptr<const FileDigests>> digests_;  // per file, null without digests
   std::vector<std::optional<std::uint32_t>> range_crc32c_;   // per buffer: a file range's own checksum
+  std::vector<std::shared_ptr<RangeTrust>> range_trust_;     // per buffer with a checksum, shared by its loads
   // Fixed per program, so computed once rather than on every call:
   std::vector<std::int32_t> queue_capacities_;  // per queue
   std::vector<bool> immediate_;                 // per position: a Free, run the moment its last reader ends

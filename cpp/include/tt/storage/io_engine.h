@@ -58,6 +58,38 @@ struct FileDigests {
   std::vector<Sha256Digest> chunks;                // the digest of every chunk of the whole file
 };
 
+// What the loads of one file range share across calls: the identity its file had when its
+// bytes were last found good (by their CRC-32C, or by the caller reading the file whole).
+// A load that finds the file so skips the pass over its bytes. A write moves a file's times
+// before it changes a byte, and a replacement changes the inode, so no change a read could
+// see escapes an identity taken after it; loads then check again, until one finds the bytes
+// good in a file settled anew. Thread-safe.
+class RangeTrust {
+ public:
+  // `known_good`: an identity the caller vouches for (read whole and settled); `settle_ns`: how
+  // long a file must be unchanged before a good read vouches for it (see kSettledNanoseconds).
+  explicit RangeTrust(std::optional<FileIdentity> known_good = std::nullopt,
+                      std::int64_t settle_ns = kSettledNanoseconds)
+      : settle_ns_(settle_ns), known_good_(known_good) {}
+
+  bool trusts(const FileIdentity& identity) const {
+    std::lock_guard lock(mutex_);
+    return known_good_ == identity;
+  }
+
+  // The range's bytes were found good in a file of `identity`: vouched for if it is settled.
+  void found_good(const FileIdentity& identity) {
+    if (!settled(identity, settle_ns_)) return;
+    std::lock_guard lock(mutex_);
+    known_good_ = identity;
+  }
+
+ private:
+  const std::int64_t settle_ns_;
+  mutable std::mutex mutex_;
+  std::optional<FileIdentity> known_good_;
+};
+
 // One read: file bytes [offset, offset + length) of `path` into `destination`.
 struct ReadRequest {
   std::string path;
@@ -73,14 +105,11 @@ struct ReadRequest {
   // The CRC-32C of the whole range, checked once every piece has arrived (a load of one
   // tensor checks its own bytes, whatever the chunk grid); absent: not checked.
   std::optional<std::uint32_t> range_crc32c = std::nullopt;
-  // The file as it was when `range_crc32c` was computed from its bytes. Where every handle the
-  // request read through still has this identity once the bytes are in, they are the bytes the
-  // checksum was computed from and the pass over them is skipped; anything else (a write, a
-  // replaced file) and the checksum is checked. A write moves the file's times before it
-  // changes a byte, so no change a read could see escapes the identity taken after it, as
-  // long as the verified identity's last change is older than the filesystem's time
-  // granularity (the caller's to ensure: planning/weights_on_disk.py waits 3 s).
-  std::optional<FileIdentity> verified_as = std::nullopt;
+  // With `range_crc32c`, the range's trust, shared by its loads: once the bytes are in, the
+  // identity of the file every handle read is taken; where the trust vouches for it, the
+  // checksum pass is skipped, else it runs and, passing in a file that kept the identity it had
+  // before the first piece was read, tells the trust. Null: every read checks.
+  std::shared_ptr<RangeTrust> trust = nullptr;
   // >= 0: read this open handle (a spill file's, which the caller owns and keeps open until
   // on_done runs) instead of opening `path`; `path` then only names the file in messages
   // (SpillFile::name()). Always read through the page cache, whatever the mode: an anonymous
@@ -114,7 +143,7 @@ struct IoStats {
   std::uint64_t buffered_bytes = 0;   // read through the page cache
   std::uint64_t bytes_written = 0;    // by write requests
   std::uint64_t chunks_verified = 0;  // whole chunks whose digest matched
-  std::uint64_t ranges_checksummed = 0;  // reads whose range's CRC-32C was computed (not skipped as verified)
+  std::uint64_t ranges_checksummed = 0;  // reads whose range's CRC-32C was computed (not skipped as trusted)
   double busy_seconds = 0;            // sum over pieces of the time spent in reads and writes
   double digest_seconds = 0;          // sum over pieces of the time spent hashing
 };
@@ -197,7 +226,7 @@ class IoEngine {
   void read_range(Request& request, char* out, std::uint64_t begin, std::uint64_t end);
   int direct_handle(Request& request);
   void finish(const Finished& finished);
-  bool unchanged_since_verified(const Request& request) noexcept;
+  std::optional<FileIdentity> identity_read(const Request& request) noexcept;
   void note_fallback(const std::string& reason);
 
   const IoEngineOptions options_;
