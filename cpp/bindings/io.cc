@@ -156,6 +156,8 @@ void bind_io(nb::module_& m) {
                ", changed_ns=" + std::to_string(f.changed_ns) + ")";
       });
   m.attr("SETTLED_NANOSECONDS") = kSettledNanoseconds;
+  m.def("identity_settled", &settled, "identity"_a, "settle_ns"_a = kSettledNanoseconds,
+        "Whether the identity's last change (ctime) is at least settle_ns before now.");
   m.def("file_identity", nb::overload_cast<const std::string&>(&file_identity), "path"_a,
         "The FileIdentity of the file at `path` (stat, following links); NotFoundError if there is none.");
 

@@ -3,7 +3,6 @@ buffer that a Load of a range writes sits in its 4 KiB."""
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,8 +50,7 @@ def identity_if_intact(path: str, before: Any) -> Any:
     """`path`'s identity if it is still `before` (taken before the file was read whole), so
     nothing wrote it meanwhile, and its last change is over SETTLED_NS old; else None."""
     after = _core.file_identity(path)
-    settled = time.time_ns() - after.changed_ns > SETTLED_NS
-    return after if after == before and settled else None
+    return after if after == before and _core.identity_settled(after, SETTLED_NS) else None
 
 
 @dataclass(frozen=True)
