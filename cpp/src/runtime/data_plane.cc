@@ -194,12 +194,11 @@ DataPlane::DataPlane(std::shared_ptr<const Program> program, std::shared_ptr<IoE
   }
   for (const Buffer& buffer : program_->buffers()) {
     if (buffer.crc32c < 0) {
-      range_crc32c_.push_back(std::nullopt);
-      range_trust_.push_back(nullptr);
+      range_checks_.emplace_back();
       continue;
     }
-    range_crc32c_.push_back(static_cast<std::uint32_t>(buffer.crc32c));
-    range_trust_.push_back(std::make_shared<RangeTrust>(program_->files()[buffer.file].verified_as));
+    range_checks_.push_back({static_cast<std::uint32_t>(buffer.crc32c),
+                             std::make_shared<RangeTrust>(program_->files()[buffer.file].verified_as)});
   }
   for (const FileSpec& file : program_->files()) {
     if (file.chunk_bytes == 0) {
@@ -330,8 +329,8 @@ void DataPlane::start(const std::shared_ptr<CallMemory>& memory, const ComputeKe
       request.length = static_cast<std::uint64_t>(range.bytes);
       request.destination = memory->address(to);
       request.digests = digests_[range.file];
-      request.range_crc32c = range_crc32c_[from];
-      request.trust = range_trust_[from];
+      request.range_crc32c = range_checks_[from].crc32c;
+      request.trust = range_checks_[from].trust;
       // Completes on an I/O thread; no executor thread waits for it.
       io_->submit(std::move(request), finished);
       return;

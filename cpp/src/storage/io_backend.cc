@@ -2,7 +2,6 @@
 #include "tt/storage/io_backend.h"
 
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>

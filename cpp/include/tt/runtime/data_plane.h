@@ -177,8 +177,11 @@ class DataPlane {
   std::vector<std::unique_ptr<HostArenaPool>> pools_;         // per tier, null for Disk tiers
   std::vector<std::unique_ptr<SpillFilePool>> spill_pools_;  // per tier, null but for Disk tiers that spill
   std::vector<std::shared_ptr<const FileDigests>> digests_;  // per file, null without digests
-  std::vector<std::optional<std::uint32_t>> range_crc32c_;   // per buffer: a file range's own checksum
-  std::vector<std::shared_ptr<RangeTrust>> range_trust_;     // per buffer with a checksum, shared by its loads
+  struct RangeCheck {
+    std::optional<std::uint32_t> crc32c;  // the file range's own checksum; absent: not checked
+    std::shared_ptr<RangeTrust> trust;    // with a checksum, shared by the range's loads across calls
+  };
+  std::vector<RangeCheck> range_checks_;  // per buffer
   // Fixed per program, so computed once rather than on every call:
   std::vector<std::int32_t> queue_capacities_;  // per queue
   std::vector<bool> immediate_;                 // per position: a Free, run the moment its last reader ends
