@@ -59,10 +59,10 @@ lint: $(VENV)/.built
 
 test: lint test-cpp sanitize sanitize-thread test-python
 
-# pytest's wheels for bench/gpu_check.sh on a GPU machine without network or pytest:
+# Wheels of pytest and rich for bench/gpu_check.sh on a GPU machine without network or them:
 # carry build/gpu-wheels there beside the tree.
 gpu-wheels: $(VENV)/.deps
-	$(PY) -m pip download -q --only-binary=:all: --python-version 3.12 -d build/gpu-wheels pytest
+	$(PY) -m pip download -q --only-binary=:all: --python-version 3.12 -d build/gpu-wheels pytest rich
 
 # The C++ tests under AddressSanitizer and UndefinedBehaviorSanitizer.
 sanitize: $(VENV)/.deps | system-deps

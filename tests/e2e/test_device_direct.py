@@ -119,3 +119,29 @@ def test_a_graph_that_cannot_be_captured_leaves_the_calls_as_they_were(model):
         torch.testing.assert_close(direct.run([x]), eager_outputs(model, (x,)))
     assert "graph: not captured: RuntimeError: operation not permitted when stream is capturing" in direct.describe()
     assert "more" not in direct.describe()
+
+
+class Scaled(torch.nn.Module):
+    """Called with a constant keyword, as transformers models are (`use_cache=False`)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(WIDTH, WIDTH)
+
+    def forward(self, x, negate: bool = False):
+        y = self.linear(x)
+        return -y if negate else y
+
+
+def test_a_constant_input_is_fixed_in_the_graph_and_the_tensors_are_refilled():
+    torch.manual_seed(0)
+    model = Scaled().eval()
+    compiled = tt.compile(model, (torch.randn(BATCH, WIDTH),), devices="cpu", example_kwargs={"negate": True})
+    backend = RecordingBackend()
+    direct = DeviceDirect(compiled._runner, backend, 0, "recording:0")
+    inputs = [torch.randn(BATCH, WIDTH) for _ in range(WARM_UP_CALLS + 2)]
+    for x in inputs:
+        got = direct.run(pytree.tree_leaves(((x,), {"negate": True})))
+        torch.testing.assert_close(got, eager_outputs(model, (x,), {"negate": True}))
+    assert backend.graphs[0].replays == 2
+    assert "graph: captured after 2 calls, replayed since" in direct.describe()

@@ -7,6 +7,7 @@ released with the program. (A virtual device's backend keeps the ranges it was g
 from __future__ import annotations
 
 import gc
+import weakref
 
 import torch
 from e2e.test_virtual_devices import BATCH, WIDTH, Stack, compile_on, fast_small
@@ -58,7 +59,7 @@ def test_a_range_a_backend_refuses_is_counted_and_left_as_it_is():
     ((address, nbytes),) = page_spans([weight])
     assert backend.register_host(address, nbytes)  # registered already, as by another program
     pins = HostPins([backend])
-    pins.cover([(address, nbytes), (address, nbytes)])
+    pins.cover([(address, nbytes), (address, nbytes)], owner=weight)
     assert pins.refused_bytes == nbytes and pins.pinned_bytes == 0
     assert f"{nbytes} bytes refused by a backend" in pins.describe()
     del pins
@@ -84,8 +85,8 @@ def test_only_the_pages_no_earlier_range_covered_are_registered():
     block = torch.zeros(8 * PAGE, dtype=torch.uint8)
     ((start, _),) = page_spans([block])
     pins = HostPins([backend])
-    pins.cover([(start + 2 * PAGE + 10, PAGE)])  # a weight inside the arena: pages 2 and 3
-    pins.cover([(start, 8 * PAGE)])  # the arena: pages 0-1 and 4-7 are left
+    pins.cover([(start + 2 * PAGE + 10, PAGE)], owner=block)  # a weight inside the arena: pages 2 and 3
+    pins.cover([(start, 8 * PAGE)], owner=block)  # the arena: pages 0-1 and 4-7 are left
     assert sorted(backend.registered.items()) == [
         (start, 2 * PAGE),
         (start + 2 * PAGE, 2 * PAGE),
@@ -93,3 +94,25 @@ def test_only_the_pages_no_earlier_range_covered_are_registered():
     ]
     assert pins.refused_bytes == 0 and pins.pinned_bytes == 8 * PAGE
     assert not backend.register_host(start + 5 * PAGE + 1, 10), "the backend refuses a page registered already"
+
+
+def test_memory_outlives_its_registration():
+    """A program collected by reference counting drops its attributes in order: the pins
+    keep each range's owner alive until the range is unregistered, so no range is unmapped
+    (and its address reused) while still registered."""
+    alive_at_release = []
+
+    class Recording(VirtualBackend):
+        def unregister_host(self, address: int) -> None:
+            alive_at_release.append(owner_ref() is not None)
+            super().unregister_host(address)
+
+    backend = Recording([fast_small()])
+    block = torch.zeros(4 * PAGE, dtype=torch.uint8)
+    owner_ref = weakref.ref(block)
+    pins = HostPins([backend])
+    pins.cover(page_spans([block]), owner=block)
+    del block
+    assert owner_ref() is not None, "the pins hold the owner while its range is registered"
+    del pins
+    assert alive_at_release == [True] and owner_ref() is None and backend.registered == {}

@@ -125,6 +125,12 @@ def check_hold(backend: DeviceBackend, index: int, info: DeviceInfo) -> None:
         f"has_own_memory() is {own}, but holding a host tensor {'kept it' if held is weight else 'copied it'}",
     )
     _expect(backend.hold(index, held) is held, check, name, "holding a held tensor again made another copy")
+    _expect(
+        backend.one_off_queue(index) is backend.one_off_queue(index),
+        check,
+        name,
+        "one_off_queue() made a new queue on a second call (holds would use up the device's streams)",
+    )
 
 
 def check_host_registration(backend: DeviceBackend, index: int, info: DeviceInfo) -> None:

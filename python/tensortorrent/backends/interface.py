@@ -175,7 +175,17 @@ class DeviceBackend(ABC):
         if tensor.device == self.torch_device(index):
             return tensor
         held = self.empty_like(index, tensor)
-        queue = self.queue(index)
+        queue = self.one_off_queue(index)
         queue.copy(held, tensor)
         queue.record().wait()
         return held
+
+    def one_off_queue(self, index: int) -> Queue:
+        """The queue of device `index` for copies made once and waited for (`hold`, a
+        weight copied again after training), made on first use and kept: a CUDA queue is a
+        stream from torch's pool of a few, handed out in turn, and a new one per copy would
+        wrap that pool onto the streams a program's links and computes use."""
+        queues = self.__dict__.setdefault("_one_off_queues", {})
+        if index not in queues:  # two threads racing here make one queue too many, harmlessly
+            queues[index] = self.queue(index)
+        return queues[index]

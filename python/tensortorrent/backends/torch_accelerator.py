@@ -167,9 +167,15 @@ class TorchAcceleratorBackend(DeviceBackend):
                 function()
             torch.cuda.current_stream(device).wait_stream(side)
             graph = torch.cuda.CUDAGraph()
+            current = torch.cuda.current_stream(device)
             # On this device's stream (torch's default capture stream belongs to the device
             # current when the process first captured), and an operation another thread runs
             # meanwhile neither fails nor invalidates the capture.
-            with torch.cuda.graph(graph, stream=side, capture_error_mode="thread_local"):
-                outputs = function()
+            try:
+                with torch.cuda.graph(graph, stream=side, capture_error_mode="thread_local"):
+                    outputs = function()
+            finally:
+                # A capture that fails ends before torch restores the stream it replaced:
+                # the thread's later kernels must not stay on the side stream.
+                torch.cuda.set_stream(current)
         return TorchGraph(graph, outputs)

@@ -40,7 +40,7 @@ class DeviceDirect:
         self._runner = runner.on(self._device, held)
         self._calls = 0
         self._graph: CapturedGraph | None = None
-        self._graph_inputs: list[torch.Tensor] = []
+        self._graph_inputs: list[Any] = []
         self._graph_state = f"not captured yet (after {WARM_UP_CALLS} calls)"
         self._lock = threading.Lock()  # the graph's input and output tensors serve one call at a time
 
@@ -62,10 +62,12 @@ class DeviceDirect:
         return value.to(self._device) if isinstance(value, torch.Tensor) else value
 
     def _capture(self, flat_inputs: list[Any]) -> None:
-        if not all(isinstance(value, torch.Tensor) for value in flat_inputs):
-            self._graph_state = "not captured: an input is not a tensor (a graph fixes every value)"
-            return
-        inputs = [self._backend.empty_like(self._index, value).copy_(value) for value in flat_inputs]
+        # Tensors get static copies the replays refill; any other input is a constant the
+        # signature holds every call to (capture/signature.py), so the graph may fix it.
+        inputs = [
+            self._backend.empty_like(self._index, value).copy_(value) if isinstance(value, torch.Tensor) else value
+            for value in flat_inputs
+        ]
         try:
             graph = self._backend.capture(self._index, lambda: self._runner.run_inline(inputs))
         except Exception as error:  # a region the device cannot record: run as launched
@@ -79,7 +81,8 @@ class DeviceDirect:
 
     def _replay(self, flat_inputs: list[Any]) -> Any:
         for target, value in zip(self._graph_inputs, flat_inputs):
-            target.copy_(value, non_blocking=True)
+            if isinstance(target, torch.Tensor):
+                target.copy_(value, non_blocking=True)
         self._graph.replay()
         # Copies, even in host memory: the next replay rewrites the graph's outputs.
         return pytree.tree_map_only(torch.Tensor, lambda t: t.to("cpu", copy=True), self._graph.outputs)

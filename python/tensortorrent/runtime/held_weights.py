@@ -55,7 +55,7 @@ class HeldWeights:
         version = held.source._version
         if version == held.version:  # another call copied it meanwhile
             return 0
-        queue = held.backend.queue(held.index)
+        queue = held.backend.one_off_queue(held.index)
         queue.copy(held.copy, held.source)
         queue.record().wait()
         held.version = version

@@ -12,7 +12,10 @@ and never copied into a second, pinned, buffer:
   registered where they are (so RAM holds them once).
 A range a backend refuses (memory registered already, by another program of the same
 model, say) is counted and left pageable: its copies still work, staged. Everything
-registered is released when the program is collected. The call's inputs and the
+registered is released when the program is collected, before the memory itself: the
+pins keep what owns each range alive until then (CPython frees an object's attributes
+in order, and a range unmapped while registered would stay registered, its address
+reused by a later mapping). The call's inputs and the
 activations the CPU computes are torch's own allocations and stay pageable.
 """
 
@@ -34,14 +37,17 @@ class HostPins:
         self._backends = list({id(b): b for b in backends}.values())
         self._pinned: dict[int, tuple[int, list[DeviceBackend]]] = {}  # address -> (bytes, who registered it)
         self._refused: dict[int, int] = {}  # address -> bytes some backend refused
+        self._owners: list[object] = []  # what holds the ranges' memory, kept until they are released
         self._lock = threading.Lock()
-        weakref.finalize(self, _release, self._pinned)
+        weakref.finalize(self, _release, self._pinned, self._owners)
 
-    def cover(self, ranges: Iterable[tuple[int, int]]) -> None:
+    def cover(self, ranges: Iterable[tuple[int, int]], owner: object) -> None:
         """Registers with every backend the pages of each (address, bytes) range that no
         earlier range of this program covered (CUDA refuses a page registered twice, and
-        its refusal is an error that later kernels would report)."""
+        its refusal is an error that later kernels would report). `owner` holds the
+        ranges' memory: it is kept alive until they are unregistered."""
         with self._lock:
+            self._owners.append(owner)
             for address, nbytes in ranges:
                 if nbytes <= 0:
                     continue
@@ -78,11 +84,12 @@ class HostPins:
         return line + (f"; {refused} bytes refused by a backend, copied staged" if refused else "")
 
 
-def _release(pinned: dict[int, tuple[int, list[DeviceBackend]]]) -> None:
+def _release(pinned: dict[int, tuple[int, list[DeviceBackend]]], owners: list[object]) -> None:
     for address, (_, backends) in pinned.items():
         for backend in backends:
             backend.unregister_host(address)
     pinned.clear()
+    owners.clear()  # only now may the memory go
 
 
 def page_spans(tensors: Iterable[torch.Tensor]) -> list[tuple[int, int]]:

@@ -84,8 +84,9 @@ class PlaneProgram:
         self._steps = call_steps(runner, plan, links, self._held_on_devices(), self.devices)
         self.pins = HostPins(backend for backend, _ in self.devices.values()) if self.devices else None
         if self.pins is not None:
-            self.pins.cover(page_spans(self._copied_weights()))
-            self.pins.cover(self.plane.resident_memory().host_arenas)
+            copied = self._copied_weights()
+            self.pins.cover(page_spans(copied), owner=copied)
+            self.pins.cover(self.plane.resident_memory().host_arenas, owner=self.plane)
 
     def _copied_weights(self) -> list[torch.Tensor]:
         """The model's tensors in RAM that copies to a device read on every call."""
@@ -246,7 +247,7 @@ class PlaneProgram:
         call = None
         try:
             if self.pins is not None:  # a pooled arena seen before is registered already
-                self.pins.cover(memory.host_arenas)
+                self.pins.cover(memory.host_arenas, owner=self.plane)  # its pool's arenas
             # The caller's thread computes too; its grad mode comes back after.
             with torch.set_grad_enabled(grad):
                 call = PlaneCall(self.runner, self.plan, plane, memory, flat_inputs, self._steps, grad)
