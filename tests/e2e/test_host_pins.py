@@ -40,6 +40,7 @@ def test_weights_copied_per_call_and_the_arenas_are_registered_once_and_released
     for _ in range(3):
         torch.testing.assert_close(compiled(x), model(x))
     assert registered == after_first, "steady-state calls register nothing"
+    assert len(compiled._plane.pins._owners) == 2, "the weights and the plane, kept once however many calls"
     plane = compiled._plane.plane
     memory = plane.begin_call(1.0)
     arenas = memory.host_arenas  # the resident arena and a pooled call arena, both used before

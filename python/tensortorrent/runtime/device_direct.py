@@ -7,11 +7,12 @@ copies its inputs to the device, runs the regions in order on the calling thread
 kernels queue on the device as torch launches them, with no synchronisation between
 regions) and copies the outputs back to host memory, as every other plan returns them.
 After WARM_UP_CALLS calls, where the device's backend records graphs (CUDA), the
-regions' kernels are captured once into a graph over fixed input tensors, and later
-calls copy their inputs into those, replay the graph and copy its outputs out: one
-launch instead of one per kernel. A graph that cannot be captured (a region that
-synchronizes with the host, an input that is not a tensor) leaves the path as it was,
-and `describe()` says why.
+regions' kernels are captured once into a graph over fixed input tensors (an input that
+is not a tensor, a flag such as `use_cache=False`, is a constant every call repeats, and
+the graph fixes it too), and later calls copy their inputs into those, replay the graph
+and copy its outputs out: one launch instead of one per kernel. A graph that cannot be
+captured (a region that synchronizes with the host) leaves the path as it was, and
+`describe()` says why.
 """
 
 from __future__ import annotations

@@ -37,7 +37,7 @@ class HostPins:
         self._backends = list({id(b): b for b in backends}.values())
         self._pinned: dict[int, tuple[int, list[DeviceBackend]]] = {}  # address -> (bytes, who registered it)
         self._refused: dict[int, int] = {}  # address -> bytes some backend refused
-        self._owners: list[object] = []  # what holds the ranges' memory, kept until they are released
+        self._owners: dict[int, object] = {}  # by id: what holds the ranges' memory, kept until they are released
         self._lock = threading.Lock()
         weakref.finalize(self, _release, self._pinned, self._owners)
 
@@ -47,7 +47,7 @@ class HostPins:
         its refusal is an error that later kernels would report). `owner` holds the
         ranges' memory: it is kept alive until they are unregistered."""
         with self._lock:
-            self._owners.append(owner)
+            self._owners[id(owner)] = owner  # once: a call's arenas come back with the same owner
             for address, nbytes in ranges:
                 if nbytes <= 0:
                     continue
@@ -84,7 +84,7 @@ class HostPins:
         return line + (f"; {refused} bytes refused by a backend, copied staged" if refused else "")
 
 
-def _release(pinned: dict[int, tuple[int, list[DeviceBackend]]], owners: list[object]) -> None:
+def _release(pinned: dict[int, tuple[int, list[DeviceBackend]]], owners: dict[int, object]) -> None:
     for address, (_, backends) in pinned.items():
         for backend in backends:
             backend.unregister_host(address)
