@@ -63,6 +63,9 @@ def test_a_model_over_a_small_vram_budget_copies_its_weights_and_stays_within_it
     config = tt.CompileConfig(vram_budget_bytes=budget)
     compiled = tt.compile(model, args, example_kwargs=kwargs, config=config, devices=["cuda:0"])
     assert not all(compiled._plan.placement.chosen.resident)
+    # A first call: each thread that launches a matmul gets its cuBLAS workspace, which
+    # torch keeps for good and the budget leaves out (README: what the budget counts).
+    compiled(*args, **(kwargs or {}))
     torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()
     base = torch.cuda.memory_allocated()
