@@ -221,12 +221,14 @@ def cpu_weight_rate(quick: bool) -> float:
 def beyond_vram(device: str, quick: bool, samples: int, budget: int, results: dict, save) -> None:
     from tensortorrent.hardware.devices import measure_host_to_device_bandwidth
 
-    model = qwen3_decoder(quick, device)
-    weights = sum(p.numel() * p.element_size() for p in model.parameters())
-    ids = torch.randint(0, model.config.vocab_size, (1, 16))
-    results.update(weight_bytes=weight_bytes_text(weights), vram_budget_bytes=budget)
-    stage = "reference"
+    stage = "model"
     try:
+        model = qwen3_decoder(quick, device)
+        weights = sum(p.numel() * p.element_size() for p in model.parameters())
+        ids = torch.randint(0, model.config.vocab_size, (1, 16))
+        results.update(weight_bytes=weight_bytes_text(weights), vram_budget_bytes=budget)
+        save()
+        stage = "reference"
         start = time.perf_counter()
         with torch.no_grad():
             expected = logits(model(ids))
