@@ -4,7 +4,7 @@ import logging
 
 from . import pipeline  # noqa: F401 - registers compiled.export_pipeline
 from .api import compile, compile_modules
-from .artifact import load_compiled
+from .artifact.load import load_compiled
 from .capture.module_graph import GraphInput, ModuleGraph, ModuleNode, NodeOutput
 from .config import CompileConfig
 from .errors import (

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 from collections.abc import Sequence
@@ -11,8 +10,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from .artifact.streamed_weights import stream_from_cache
-from .capture import InputSignature, capture_model, normalize
+from .build import Build
+from .capture import capture_model, normalize
 from .capture.composed_module import compose
 from .capture.export import check_model, functional_program
 from .capture.module_graph import ModuleGraph, series
@@ -23,23 +22,12 @@ from .hardware import discover_devices, hold_torch_threads, resolve_budgets
 from .hardware.accelerator import named_accelerators
 from .hardware.devices import names_accelerator
 from .hardware.virtual import VirtualDevice, check_machine
-from .objective import ObjectiveFunction
 from .observe.progress import CompileProgress
-from .partition import layer_paths, parameter_owners, partition
-from .planning import build_plan
-from .planning.costs import region_costs
 from .planning.fit import check_fits, weight_bytes
 from .planning.machine import resolve_machine
-from .planning.placement import place
-from .planning.profile_cache import profiled_cpu_seconds
-from .planning.saved_for_backward import saved_bytes
-from .planning.streaming import UNBOUNDED, Layout
+from .planning.streaming import UNBOUNDED
 from .runtime import CompiledModule
-from .runtime.device_kernels import accelerator_regions
 from .runtime.numerics_check import check_numerics
-from .runtime.packed_weights import pack_room_bytes
-from .runtime.program_runner import ProgramRunner
-from .runtime.region_backends import EAGER, INDUCTOR, compile_regions, eager_backends, unless_model_forward_is_faster
 
 log = logging.getLogger(__name__)
 
@@ -116,7 +104,7 @@ def compile(
         + (["stream"] if streaming else [])
         + (["training"] if config.allow_training else [])
     )
-    build = _Build(model, model_name, args, kwargs, config, budgets, plan_machine)
+    build = Build(model, model_name, args, kwargs, config, budgets, plan_machine)
     with CompileProgress(stages) as progress:
         with progress.stage("export"):
             captured = functional_program(exported) if exported is not None else capture_model(model, args, kwargs)
@@ -137,132 +125,6 @@ def compile(
         placement.chosen.measures.latency_s * 1e3,
     )
     return compiled
-
-
-class _Build:
-    """Partitions, profiles, plans and builds a captured program of one model, for tt.compile."""
-
-    def __init__(self, model, model_name, args, kwargs, config, budgets, plan_machine) -> None:
-        self.model, self.model_name, self.args, self.kwargs = model, model_name, args, kwargs
-        self.config, self.budgets, self.plan_machine = config, budgets, plan_machine
-
-    def compiled(self, program, stage, streaming: bool = False, training: bool = False, progress=None):
-        """The CompiledModule of `program` and its placement; `stage` marks the progress
-        (`progress`, where given, shows each region compiling). `training`: a program
-        captured in training mode, for calls autograd records (its regions run eagerly)."""
-        model, config, budgets = self.model, self.config, self.budgets
-        signature = InputSignature(self.args, self.kwargs)
-        with stage("partition"):
-            # A region per parameter group where its weights move on every call: each streams alone,
-            # and each Linear may be split between the cpu and a device.
-            fine = streaming or self.plan_machine.shares_layers(weight_bytes(model))
-            layers = layer_paths(model) | (parameter_owners(program) if fine else frozenset())
-            regions = partition(program, layers, config.max_region_nodes, innermost=fine)
-        backends = eager_backends(len(regions))
-        if not training:  # the training program runs aten's kernels op by op, which autograd records
-            with stage("compile regions"):
-                on_region = progress.region_compiling if progress is not None else None
-                flat = signature.flatten(self.args, self.kwargs)
-                backends = compile_regions(
-                    program,
-                    regions,
-                    config.region_backend,
-                    on_region=on_region,
-                    region_inputs=lambda: ProgramRunner(program, regions).region_inputs(flat),
-                    pack_room_bytes=self._pack_room_bytes(streaming),
-                )
-                if self._may_call_model_forward(regions, backends, streaming):
-                    backends = self._unless_model_forward_is_faster(program, regions, backends, signature)
-        runner = ProgramRunner(program, regions, backends)
-        with stage("profile"):
-            flat = signature.flatten(self.args, self.kwargs)
-            if training:
-                runner.saved_bytes = saved_bytes(runner, flat)
-            with torch.random.fork_rng():  # a training program's random operations leave the caller's seed alone
-                seconds, reused = profiled_cpu_seconds(runner, flat)
-                log.debug("region times %s", "reused from the profile cache" if reused else "measured")
-                plan_machine = self.plan_machine.profiled(runner, flat)
-        with stage("plan"):
-            objective = ObjectiveFunction.make(
-                config.objective, config.objective_weights, plan_machine.slowest_link_bytes_per_s()
-            )
-            costs = region_costs(regions, seconds)
-            cpu_slots = config.max_concurrent_regions or budgets.cpus.amount
-            placement = place(runner, regions, costs, plan_machine, objective, budgets.cpus.amount, cpu_slots, training)
-            plan = build_plan(regions, config, cpus=budgets.cpus.amount, placement=placement)
-        streamed = None
-        if streaming:
-            with stage("stream"):
-                layout = None if plan_machine.is_cpu_only else Layout.of_placement(placement)
-                streamed = stream_from_cache(program, regions, config, budgets, plan.max_concurrent, layout, backends)
-        with stage("build"):
-            if not training:
-                self._compile_for_accelerators(runner, placement, progress)
-            compiled = CompiledModule(
-                model=model,
-                # The model's own forward runs aten's kernels: not where a region got another
-                # (inductor's code, products on oneDNN).
-                runs_model_forward=not training and not backends.forwards,
-                model_name=self.model_name,
-                signature=signature,
-                program=program,
-                regions=regions,
-                plan=plan,
-                config=config,
-                cpu_seconds=seconds,
-                runner=runner,
-                streamed=streamed,
-                ram_budget_bytes=budgets.ram.amount,
-                region_backends=backends,
-            )
-        return compiled, placement
-
-    def _pack_room_bytes(self, streaming: bool) -> int:
-        """The RAM that packed copies of weights may take (runtime/packed_weights.py) in a
-        CPU plan whose weights stay the model's own tensors; none where they stream or may
-        go to a device."""
-        if streaming or not self.plan_machine.is_cpu_only:
-            return 0
-        return pack_room_bytes(self.budgets.ram.amount, weight_bytes(self.model))
-
-    def _compile_for_accelerators(self, runner, placement, progress) -> None:
-        """Each region placed on a GPU gets its kernel there now, under the progress display
-        (inductor compiles it for the device where the region backend asks)."""
-        if self.config.region_backend == EAGER:
-            return
-        regions = accelerator_regions(placement)
-        for index, (region, device) in enumerate(regions):
-            if progress is not None:
-                progress.region_compiling(index, len(regions), f"compile regions for {device}")
-            runner.kernels[region].on_devices.forward(device)
-
-    def _may_call_model_forward(self, regions, backends, streaming: bool) -> bool:
-        """Whether the one region of a plan whose direct path would otherwise call the
-        model's own forward (a resident CPU plan, the model in eval mode) got another kernel
-        that did not have to be ("inductor" asks for inductor's code)."""
-        return (
-            self.config.region_backend != INDUCTOR
-            and len(regions) == 1
-            and bool(backends.forwards)
-            and not streaming
-            and self.plan_machine.is_cpu_only
-            and not any(module.training for module in self.model.modules())
-        )
-
-    def _unless_model_forward_is_faster(self, program, regions, backends, signature):
-        runner = ProgramRunner(program, regions, backends)
-        flat = signature.flatten(self.args, self.kwargs)
-        return unless_model_forward_is_faster(
-            backends, lambda: runner.run_inline(flat), lambda: self.model(*self.args, **self.kwargs)
-        )
-
-    def training_twin(self) -> CompiledModule:
-        """The program train() switches to: the model captured in training mode, planned
-        as the inference one is, with what autograd saves for backward counted in each
-        region's memory, and the parameters of GPU regions copied from RAM on every call
-        (planning/placement.py)."""
-        program = normalize(capture_model(self.model, self.args, self.kwargs, training=True))
-        return self.compiled(program, lambda name: contextlib.nullcontext(), training=True)[0]
 
 
 def check_trainable(exported, checkpoint, config: CompileConfig) -> None:

@@ -1,8 +1,8 @@
 """Plans on a CUDA device (skipped without one, saying why): parity with eager for the
 spine's architectures in fp32 and bf16, a model over a small VRAM budget whose weights
 move to the device on every call with the allocator's peak within the budget plus a
-headroom, a cancelled call that leaves no device memory held, and regions compiled by
-inductor for the GPU."""
+headroom, a cancelled call that leaves no device memory held, regions compiled by
+inductor for the GPU, and a GPU plan saved and loaded onto the GPU again."""
 
 from __future__ import annotations
 
@@ -199,3 +199,22 @@ def test_training_on_cuda_steps_like_eager_and_eval_sees_the_steps(name):
     assert not any(held and region_param_bytes(trainer._runner, r) for r, held in enumerate(resident))
     make = lambda parameters: torch.optim.SGD(parameters, lr=0.05)  # noqa: E731
     train_side_by_side(compiled, eager, x, make, steps=3, tolerance={"rtol": 1e-3, "atol": 1e-4})
+
+
+def test_a_plan_on_the_gpu_saves_and_loads_onto_it_again(tmp_path):
+    """An artifact records the devices it was compiled for: loading plans onto cuda:0 again
+    (under the saved VRAM budget), or onto the CPU when asked."""
+    model, args, kwargs = model_and_inputs("gpt2", torch.float32)
+    weights = sum(p.numel() * p.element_size() for p in model.parameters())
+    config = tt.CompileConfig(vram_budget_bytes=weights // 2)
+    compiled = tt.compile(model, args, example_kwargs=kwargs, config=config, devices=["cuda:0"])
+    path = compiled.save(tmp_path / "gpt2")
+    expected = eager_outputs(model, args, kwargs)
+    loaded = tt.load_compiled(path)
+    assert set(loaded.region_devices) == {"cuda:0"}
+    assert not all(loaded._plan.placement.chosen.resident)
+    torch.testing.assert_close(loaded(*args, **(kwargs or {})), expected, **TOLERANCES[torch.float32])
+    assert loaded.last_peak_bytes["cuda:0"] <= weights // 2
+    on_cpu = tt.load_compiled(path, devices="cpu")
+    assert set(on_cpu.region_devices) == {"cpu"}
+    torch.testing.assert_close(on_cpu(*args, **(kwargs or {})), expected, **TOLERANCES[torch.float32])

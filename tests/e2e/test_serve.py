@@ -359,13 +359,31 @@ def test_a_model_streaming_its_weights_from_disk_under_a_ram_budget_serves_like_
     config = tt.CompileConfig(ram_budget_bytes=3 * LAYER_BYTES, spill_dir=str(tmp_path))
     compiled = tt.compile(model, (torch.randn(BATCH, 256),), config=config)
     assert compiled._plane.streams
-    x = torch.randn(BATCH, 256)
+    assert 0 < served_tier_bytes(model, compiled, torch.randn(BATCH, 256), "ram") <= 3 * LAYER_BYTES
+
+
+def served_tier_bytes(model, compiled, x: torch.Tensor, tier: str) -> float:
+    """Serves `compiled` as "stack", checks one inference against eager, and returns the
+    bytes its metrics say the call held on `tier`."""
     with serving({"stack": compiled}) as (url, _, _):
         status, _, reply = call(f"{url}/v2/models/stack/infer", infer_body(x))
         metrics = call(f"{url}/metrics")[2]
     assert status == 200
     torch.testing.assert_close(output_of(reply), eager_outputs(model, (x,)))
-    assert 0 < metric(metrics, "tt_tier_bytes", model="stack", tier="ram") <= 3 * LAYER_BYTES
+    return metric(metrics, "tt_tier_bytes", model="stack", tier=tier)
+
+
+def test_an_artifact_compiled_for_a_device_serves_from_it(tmp_path):
+    """The command loads each artifact onto the devices it was compiled for (here a virtual
+    one, declared again from the manifest) and serves it like eager."""
+    from e2e.test_virtual_devices import BATCH, LAYER_BYTES, Stack
+
+    torch.manual_seed(0)
+    model = Stack().eval()
+    device = tt.VirtualDevice("vgpu", memory_bytes=4 * LAYER_BYTES, flops=1e12, link_bandwidth=1e10)
+    compiled = tt.compile(model, (torch.randn(BATCH, 256),), devices=["vgpu"], machine=device)
+    loaded = tt.load_compiled(compiled.save(tmp_path / "stack"))  # as `serve` loads it, no --devices
+    assert 0 < served_tier_bytes(model, loaded, torch.randn(BATCH, 256), "vgpu") <= device.memory_bytes
 
 
 def test_sigterm_turns_readiness_off_and_lets_the_running_request_finish(hooks):

@@ -226,13 +226,6 @@ def test_bad_virtual_devices_are_refused(fields, error, match):
         tt.VirtualDevice(**arguments)
 
 
-def test_saving_a_plan_on_virtual_devices_is_refused_without_writing(model, tmp_path):
-    compiled = compile_on(model, ["slow"], machine=[slow_large()])
-    with pytest.raises(tt.UnsupportedError, match="virtual devices cannot be saved yet"):
-        compiled.save(tmp_path / "artifact")
-    assert not (tmp_path / "artifact").exists()
-
-
 def test_calls_from_several_threads_share_a_device_safely(model):
     device = tt.VirtualDevice("quick", memory_bytes=int(4.5 * LAYER_BYTES), flops=1e12, link_bandwidth=1e10)
     compiled = compile_on(model, ["quick"], machine=[device])

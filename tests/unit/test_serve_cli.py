@@ -16,6 +16,7 @@ from tensortorrent.cli.main import main
         (["--model", "a=x", "--model", "a=y"], "'a' named twice"),
         (["--model", "a=x", "--max-queue-size", "0"], "max_queue_size: expected an integer >= 1, got 0"),
         (["--model", "a=x", "--timeout-s", "500"], "expected 0 < timeout_s <= max_timeout_s, got 500.0 and 300.0"),
+        (["--model", "a=x", "--devices", "cpu,"], "devices: expected device names joined by commas, got 'cpu,'"),
     ],
 )
 def test_bad_command_lines_are_named(argv, message, capsys):
@@ -63,6 +64,16 @@ def test_flags_override_the_file_which_overrides_the_defaults(tmp_path):
     twice = build_parser().parse_args(["serve", "--config", config, "--model", "mlp=/other"])
     with pytest.raises(tt.InvalidArgumentError, match="'mlp' is named by --model and in"):
         resolved(twice)
+
+
+@pytest.mark.parametrize(
+    "setting, devices",
+    [(None, None), ("cpu", "cpu"), ("auto", "auto"), ("cpu, cuda:0", ["cpu", "cuda:0"]), ("cuda:1", ["cuda:1"])],
+)
+def test_the_devices_setting_becomes_load_compileds_devices(setting, devices):
+    from tensortorrent.cli.serve import devices_of
+
+    assert devices_of(setting) == devices
 
 
 def test_a_missing_artifact_is_named(tmp_path, capsys):

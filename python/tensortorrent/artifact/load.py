@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -14,6 +15,7 @@ from ..capture.export import drop_dead_nodes, with_tensors
 from ..config import CompileConfig
 from ..errors import ArtifactError, InvalidArgumentError, TensorTorrentError, UnsupportedFeatureError
 from ..hardware import hardware_fingerprint, hold_torch_threads, resolve_budgets
+from ..hardware.virtual import VirtualDevice
 from ..partition import parameter_owners, partition, regions_from_names
 from ..planning import build_plan, plan_from_json
 from ..planning.fit import weight_bytes
@@ -21,8 +23,10 @@ from ..planning.weights_on_disk import WeightsOnDisk
 from ..runtime import CompiledModule
 from ..runtime.packed_weights import pack_room_bytes
 from ..runtime.region_backends import RegionChoice, compile_regions
+from .devices import saved_devices
 from .integrity import list_files, read_file, read_integrity
 from .layout import MANIFEST, check_manifest
+from .onto_devices import devices_here, onto_devices, saved_layers
 from .program_archive import load_program
 from .streamed_weights import meta_tensors, stream_weights, weights_file
 from .weight_references import checked_files, referenced_range, referenced_weights
@@ -30,15 +34,24 @@ from .weights import read_range, tensors_from_safetensors
 
 
 def load_compiled(
-    path: str | os.PathLike, config: CompileConfig | None = None, verify_integrity: bool = True
+    path: str | os.PathLike,
+    config: CompileConfig | None = None,
+    verify_integrity: bool = True,
+    *,
+    devices: str | list[str] | None = None,
+    machine: VirtualDevice | Sequence[VirtualDevice] | None = None,
 ) -> CompiledModule:
     """Loads an artifact written by CompiledModule.save.
 
-    On the machine it was planned for (same hardware fingerprint) and with the same config,
-    the saved regions, plan and schedule are replayed as they are; otherwise the program is
-    partitioned and planned again for this machine, and explain() says so. Nothing is
-    unpickled: weights come from safetensors, and the program archive is opened only after
-    its digest and contents are checked.
+    `devices` names where regions may compute, as tt.compile's does; by default, the
+    devices the artifact was compiled for that this machine has (its virtual devices
+    declared again from the manifest; `machine` declares others, or replaces them).
+    A CPU plan on the machine it was planned for (same hardware fingerprint), with the same
+    config, replays the saved regions, plan and schedule as they are; otherwise the program
+    is partitioned and planned again for these devices (a plan with devices is timed on
+    inputs of the compiled shapes), and explain() says so. Nothing is unpickled: weights
+    come from safetensors, and the program archive is opened only after its digest and
+    contents are checked.
     """
     directory = check_load_arguments(path, config, verify_integrity)
     present = list_files(directory)
@@ -50,12 +63,20 @@ def load_compiled(
         return read_file(directory, name, records[name] if records is not None else None)
 
     manifest = parse_manifest(read(MANIFEST))
-    meta_program = load_program(read(manifest["files"]["program"]), manifest["files"]["program"])
-    weights_name = manifest["files"]["weights"]
+    saved_config, signature = saved_parts(manifest)
+    config = config or saved_config
     # A RAM budget given is a budget kept: the weights stay on disk and stream through the
     # core; without one they are read whole, as views of the bytes read.
-    saved_config, signature = saved_parts(manifest)
-    streaming = (config or saved_config).ram_budget_bytes is not None
+    streaming = config.ram_budget_bytes is not None
+    here = devices_here(manifest, devices, machine, config)
+    if not here.machine.is_cpu_only and streaming:
+        raise UnsupportedFeatureError(
+            f"loading an artifact onto {', '.join(here.machine.tier_names[1:])}",
+            f"a RAM budget (ram_budget_bytes={config.ram_budget_bytes}): its weights would stream from its files",
+            "load with devices='cpu', or without a RAM budget",
+        )
+    meta_program = load_program(read(manifest["files"]["program"]), manifest["files"]["program"])
+    weights_name = manifest["files"]["weights"]
     referenced = "weight_files" in manifest  # saved with weights="reference"
     if referenced:
         # The artifact's own file holds only what the checkpoint lacks (computed buffers).
@@ -72,7 +93,8 @@ def load_compiled(
     exported = with_tensors(meta_program, state_dict=state, constants=constants)
     drop_dead_nodes(exported.graph_module)
     program = normalize(exported)
-    config = config or saved_config
+    if not here.machine.is_cpu_only:
+        return onto_devices(manifest, directory, model, program, signature, config, here)
     # Streaming reads weights a parameter group at a time: every module owning parameters is a layer.
     owners = parameter_owners(program)
     regions, plan, origin, replayed = _regions_and_plan(
@@ -115,7 +137,7 @@ def load_compiled(
         regions=regions,
         plan=plan,
         config=config,
-        origin=origin,
+        origin=origin + here.note(),
         cpu_seconds=_saved_cpu_seconds(manifest, len(regions)) if replayed else None,
         streamed=streamed,
         ram_budget_bytes=ram_budget_bytes,
@@ -251,9 +273,12 @@ def saved_parts(manifest: dict) -> tuple[CompileConfig, InputSignature]:
 
 
 def replay_decision(manifest: dict, same_config: bool) -> tuple[bool, str]:
-    """Whether loading replays the saved plan here (same hardware fingerprint, same config),
-    and why or why not."""
+    """Whether loading replays the saved plan here (a CPU plan, same hardware fingerprint,
+    same config), and why or why not."""
     saved, here = manifest["hardware_fingerprint"].get("digest"), hardware_fingerprint()["digest"]
+    on_devices = [name for name, _ in saved_devices(manifest) if name != "cpu"]
+    if on_devices:
+        return False, f"the saved plan placed regions on {', '.join(on_devices)}"
     if saved != here:
         return False, f"saved on hardware fingerprint {saved}, this machine is {here}"
     if not same_config:
@@ -266,16 +291,16 @@ def _regions_and_plan(
 ):
     replay, reason = replay_decision(manifest, config == saved_config)
     try:
-        saved_regions = [(r["layer"], list(r["operations"])) for r in manifest["regions"]]
         if replay:
+            saved_regions = [(r["layer"], list(r["operations"])) for r in manifest["regions"]]
             regions = regions_from_names(program, saved_regions)
             plan = plan_from_json(manifest["plan"], manifest["schedule"])
             if len(plan.devices) != len(regions):
                 raise ValueError(f"{len(plan.devices)} device entries for {len(regions)} regions")
             return regions, plan, f"loaded from {directory}: saved plan replayed ({reason})", True
-        layers = frozenset(layer for layer, _ in saved_regions if layer) | more_layers
     except (KeyError, TypeError, ValueError, TensorTorrentError) as error:
         raise ArtifactError(f"{MANIFEST}: unreadable regions, plan or schedule ({error})") from error
+    layers = saved_layers(manifest) | more_layers
     # Streaming cuts at the innermost layer, so that each region reads one parameter group.
     regions = partition(program, layers, config.max_region_nodes, innermost=bool(more_layers))
     plan = build_plan(regions, config, cpus=resolve_budgets(config).cpus.amount)

@@ -8,11 +8,12 @@ from typing import Any
 
 import torch
 
-from ..errors import InvalidArgumentError, UnsupportedError
+from ..errors import InvalidArgumentError
 from ..hardware import hardware_fingerprint
 from ..planning import plan_to_json
 from ..runtime.compiled_module import ArtifactParts
 from ..version import __version__
+from .devices import device_entries
 from .integrity import write_integrity
 from .layout import FORMAT, FORMAT_VERSION, MANIFEST, PROGRAM, WEIGHTS
 from .program_archive import program_bytes
@@ -35,11 +36,6 @@ def save_compiled(parts: ArtifactParts, path: str | os.PathLike, weights: str = 
         raise InvalidArgumentError(
             "save: weights='reference' needs weights read from files (a module compiled from a checkpoint, "
             "or loaded with a RAM budget); this module's weights are in memory: save them with weights='copy'"
-        )
-    if parts.plan.tiered:
-        # The declared machine is a compile argument, not part of the portable plan yet.
-        raise UnsupportedError(
-            "save: plans on virtual devices cannot be saved yet; compile for devices='cpu' to save an artifact"
         )
     program = parts.program
     signature = parts.signature.to_json()  # fails early on inputs an artifact cannot hold
@@ -83,6 +79,7 @@ def _manifest(parts: ArtifactParts, signature: dict, weights: list[dict]) -> dic
             }
             for region in parts.regions
         ],
+        "devices": device_entries(parts.plan),
         "plan": decisions,
         "schedule": schedule,
         # Per region: FLOPs and output bytes from the graph, CPU seconds measured at compile.

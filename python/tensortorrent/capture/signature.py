@@ -99,6 +99,23 @@ class InputSignature:
         signature._tensors_only = signature._positional_tensors_only()
         return signature
 
+    def stand_in(self) -> tuple[tuple, dict]:
+        """(args, kwargs) of the compiled shapes, dtypes and devices, to time regions where no
+        example is at hand (an artifact loaded onto devices): normal draws for floating-point
+        tensors, zeros for integer and boolean ones (an index every embedding takes), the
+        constants export fixed. Drawn from a generator of their own: the caller's seed stays."""
+        generator = torch.Generator().manual_seed(0)
+        leaves = []
+        for leaf in self.leaves:
+            if leaf.shape is None:
+                leaves.append(leaf.value)
+            elif leaf.dtype.is_floating_point:
+                leaves.append(torch.randn(leaf.shape, dtype=leaf.dtype, generator=generator).to(leaf.device))
+            else:
+                leaves.append(torch.zeros(leaf.shape, dtype=leaf.dtype, device=leaf.device))
+        args, kwargs = pytree.tree_unflatten(leaves, self.spec)
+        return tuple(args), dict(kwargs)
+
     def _positional_tensors_only(self) -> bool:
         positional = pytree.tree_flatten((tuple(range(len(self.leaves))), {}))[1]
         return self.spec == positional and all(leaf.shape is not None for leaf in self.leaves)

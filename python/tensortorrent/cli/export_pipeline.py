@@ -7,7 +7,7 @@ import argparse
 import json
 import os
 
-from ..artifact import load_compiled
+from ..artifact.load import load_compiled
 from ..observe.units import format_bytes
 from ..pipeline.export import PLAN
 

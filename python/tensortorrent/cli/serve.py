@@ -25,6 +25,12 @@ OPTIONS: dict[str, tuple[type, object, str]] = {
     "max_body_bytes": (int, 64 << 20, "larger request bodies get 413 (default 64 MiB)"),
     "drain_timeout_s": (float, 30.0, "how long SIGTERM waits for running requests (default 30)"),
     "api_key_file": (str, None, f"a file holding the bearer token (else ${API_KEY_ENV}; else none)"),
+    "devices": (
+        str,
+        None,
+        "where the models compute: 'cpu', 'auto' (the CPU and every GPU found) or names joined by commas "
+        "('cpu,cuda:0'); default: the devices each artifact was compiled for that this machine has",
+    ),
 }
 
 
@@ -105,6 +111,16 @@ def settings_of(settings: dict):
     )
 
 
+def devices_of(setting: str | None) -> str | list[str] | None:
+    """load_compiled's `devices` from the setting: None, 'cpu', 'auto', or a list of names."""
+    if setting is None or setting in ("cpu", "auto"):
+        return setting
+    names = [name.strip() for name in setting.split(",")]
+    if not all(names):
+        raise InvalidArgumentError(f"serve: devices: expected device names joined by commas, got {setting!r}")
+    return names
+
+
 def api_key(path: str | None) -> str | None:
     """The bearer token: the file's first line, else the environment's, else None."""
     if path is not None:
@@ -140,9 +156,10 @@ def run(args: argparse.Namespace) -> int:
 
     directories, settings = resolved(args)
     served = settings_of(settings)
+    devices = devices_of(settings["devices"])
     host, port = settings["host"], settings["port"]
     with listening_socket(host, port) as listener:  # before the models load: a port in use fails at once
-        models = {name: load_compiled(directory) for name, directory in directories.items()}
+        models = {name: load_compiled(directory, devices=devices) for name, directory in directories.items()}
         print(f"serving {', '.join(sorted(models))} on http://{host}:{listener.getsockname()[1]}/v2", flush=True)
         serve_forever(Server(models, served), listener)
     return 0

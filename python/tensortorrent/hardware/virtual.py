@@ -95,24 +95,24 @@ def _check_number(name: str, value: object, *, positive: bool) -> None:
         raise ConfigValueError(f"{name}: expected a finite number {bound}, got {value}")
 
 
-def check_machine(machine: object) -> tuple[VirtualDevice, ...]:
+def check_machine(machine: object, caller: str = "tt.compile") -> tuple[VirtualDevice, ...]:
     """The declared machine: a VirtualDevice or a list of them, with distinct names."""
     if machine is None:
         return ()
     devices = [machine] if isinstance(machine, VirtualDevice) else machine
     if not isinstance(devices, (list, tuple)) or not all(isinstance(d, VirtualDevice) for d in devices):
         raise InvalidArgumentError(
-            f"tt.compile: machine: expected a tt.VirtualDevice or a list of them, got {type(machine).__name__}"
+            f"{caller}: machine: expected a tt.VirtualDevice or a list of them, got {type(machine).__name__}"
         )
     names = [d.name for d in devices]
     repeated = sorted({n for n in names if names.count(n) > 1})
     if repeated:
-        raise InvalidArgumentError(f"tt.compile: machine: device names must be distinct, got {repeated} twice")
+        raise InvalidArgumentError(f"{caller}: machine: device names must be distinct, got {repeated} twice")
     for device in devices:
         unknown = [other for other, _ in device.peers if other not in names]
         if unknown:
             raise InvalidArgumentError(
-                f"tt.compile: machine: {device.name!r} declares peers {unknown} that the machine does not "
+                f"{caller}: machine: {device.name!r} declares peers {unknown} that the machine does not "
                 f"declare (it has {names})"
             )
     return tuple(devices)

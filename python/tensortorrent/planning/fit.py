@@ -24,10 +24,9 @@ def check_fits(needed: int, budgets: Budgets, streaming_refused: bool = False) -
     """Raises MemoryCapacityError when `needed` bytes of weights exceed the host RAM budget
     (saying so when `streaming_refused`: the config forbids streaming them from disk).
 
-    Host RAM is the only tier a plan can keep weights in today: every plan holds all of
-    them there for the whole call (a virtual device's resident parameters are copies of
-    RAM's, see planning/lowering.py), and no plan spills to disk or computes on a real
-    accelerator yet, so their budgets would only hide a model that cannot run.
+    A plan whose weights do not stream from disk holds all of them in host RAM for the
+    whole call (a device's resident weights are copies of RAM's, see planning/lowering.py),
+    so the RAM budget is the one that decides whether the model can run at all.
     """
     ram = budgets.ram
     if needed > ram.amount:

@@ -166,6 +166,7 @@ def resolve_machine(
     machine: tuple[VirtualDevice, ...],
     ram_bytes: int,
     accelerators: Mapping[str, Accelerator] = MappingProxyType({}),
+    caller: str = "tt.compile",
 ) -> PlanMachine:
     """The devices named by tt.compile's `devices` ('auto' means the CPU and the found
     accelerators in `accelerators`: virtual devices run only when named), with the
@@ -175,7 +176,7 @@ def resolve_machine(
     requested = [devices] if isinstance(devices, str) else devices
     if not isinstance(requested, (list, tuple)) or not requested or not all(isinstance(d, str) for d in requested):
         raise InvalidArgumentError(
-            f"tt.compile: devices: expected 'auto', 'cpu', a declared virtual device's name or a "
+            f"{caller}: devices: expected 'auto', 'cpu', a declared virtual device's name or a "
             f"non-empty list of them, got {devices!r}"
         )
     if list(requested) == ["auto"]:
@@ -184,7 +185,7 @@ def resolve_machine(
         requested = ["cpu", *accelerators]
     repeated = sorted({d for d in requested if requested.count(d) > 1})
     if repeated:
-        raise InvalidArgumentError(f"tt.compile: devices: each device once, got {repeated} more than once")
+        raise InvalidArgumentError(f"{caller}: devices: each device once, got {repeated} more than once")
     chosen: list[PlanDevice] = []
     for name in requested:
         if name == "cpu":
@@ -193,11 +194,11 @@ def resolve_machine(
             spec = declared[name] if name in declared else accelerators[name]
             chosen.append(PlanDevice(name, spec, 1 + sum(d.spec is not None for d in chosen)))
         elif name == "auto":
-            raise InvalidArgumentError("tt.compile: devices: 'auto' cannot be combined with device names")
+            raise InvalidArgumentError(f"{caller}: devices: 'auto' cannot be combined with device names")
         else:
             known = ", ".join(["'cpu'"] + [repr(n) for n in [*declared, *accelerators]])
             raise InvalidArgumentError(
-                f"tt.compile: devices: unknown device {name!r}; known: {known} (an accelerator is known when "
+                f"{caller}: devices: unknown device {name!r}; known: {known} (an accelerator is known when "
                 "its backend finds it: see `tensortorrent doctor`)"
             )
     return PlanMachine(tuple(chosen), ram_bytes)

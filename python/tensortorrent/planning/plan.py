@@ -147,7 +147,7 @@ def plan_to_json(plan: ExecutionPlan) -> tuple[dict, list[dict]]:
     schedule = [
         {
             "id": i.id,
-            "kind": "compute",
+            "kind": i.kind.name.lower(),
             "region": i.region,
             "device": i.device,
             "label": i.label,
@@ -163,7 +163,7 @@ def plan_to_json(plan: ExecutionPlan) -> tuple[dict, list[dict]]:
 def plan_from_json(decisions: dict, schedule: list[dict]) -> ExecutionPlan:
     """The plan plan_to_json described. Raises KeyError/TypeError/ValueError on bad data, and
     ScheduleError when the schedule does not validate."""
-    kinds = {"compute": _core.InstructionKind.Compute}
+    kinds = {name.lower(): kind for name, kind in _core.InstructionKind.__members__.items()}
     instructions = [
         _core.Instruction(
             id=int(i["id"]),

@@ -174,7 +174,7 @@ class CompiledModule(nn.Module):
 
     def attach_training(self, trainer: CompiledModule) -> None:
         """Sets the program train() switches to: one compiled from the same model captured
-        in training mode (api.py: _Build.training_twin)."""
+        in training mode (build.py: Build.training_twin)."""
         # Not a submodule: its parameters are this module's, and it is no part of the state.
         object.__setattr__(self, "_trainer", trainer)
 

@@ -1,0 +1,111 @@
+"""An artifact loaded onto devices: the devices it may compute on here (by default those it
+was compiled for), and its program planned onto them as tt.compile plans a model."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..build import Build
+from ..capture import InputSignature
+from ..config import CompileConfig
+from ..errors import ArtifactError
+from ..hardware import discover_devices, hold_torch_threads, resolve_budgets
+from ..hardware.accelerator import named_accelerators
+from ..hardware.budgets import Budgets
+from ..hardware.devices import names_accelerator
+from ..hardware.virtual import VirtualDevice, check_machine
+from ..observe.progress import CompileProgress
+from ..planning.fit import check_fits, weight_bytes
+from ..planning.machine import PlanMachine, resolve_machine
+from ..runtime import CompiledModule
+from .devices import saved_devices
+from .layout import MANIFEST
+
+log = logging.getLogger(__name__)
+
+CALLER = "tt.load_compiled"
+STAGES = ["partition", "compile regions", "profile", "plan", "build"]
+
+
+@dataclass(frozen=True)
+class DevicesHere:
+    """Where a loaded artifact's regions may compute, with this machine's budgets."""
+
+    machine: PlanMachine
+    budgets: Budgets
+    missing: tuple[str, ...]  # devices it was compiled for that this machine lacks, left out
+
+    def note(self) -> str:
+        """What explain() adds to where the plan came from: the devices left out."""
+        return f" (compiled for {', '.join(self.missing)} too, which this machine lacks)" if self.missing else ""
+
+
+def devices_here(
+    manifest: dict[str, Any],
+    devices: str | list[str] | None,
+    machine: VirtualDevice | Sequence[VirtualDevice] | None,
+    config: CompileConfig,
+) -> DevicesHere:
+    """The devices load_compiled plans for: those named (as tt.compile's `devices`), or by
+    default those the artifact was compiled for that are here. Virtual devices are declared
+    again from the manifest; `machine` adds declarations or replaces them by name."""
+    saved = saved_devices(manifest)
+    declared = {device.name: device for device in check_machine(machine, CALLER)}
+    for name, virtual in saved:
+        if virtual is not None:
+            declared.setdefault(name, virtual)
+    requested = [name for name, _ in saved] if devices is None else devices
+    budgets = resolve_budgets(config, devices=discover_devices(accelerators=names_accelerator(requested)))
+    accelerators = named_accelerators(requested, budgets)
+    missing: tuple[str, ...] = ()
+    if devices is None:
+        missing = tuple(name for name in requested if name not in ("cpu", *declared, *accelerators))
+        requested = [name for name in requested if name not in missing] or ["cpu"]
+        if missing:
+            log.warning("the artifact was compiled for %s, not on this machine: planning without", ", ".join(missing))
+    plan_machine = resolve_machine(requested, tuple(declared.values()), budgets.ram.amount, accelerators, CALLER)
+    return DevicesHere(plan_machine, budgets, missing)
+
+
+def saved_layers(manifest: dict[str, Any]) -> frozenset[str]:
+    """The layers the saved regions were cut at: where partitioning cuts again."""
+    try:
+        return frozenset(region["layer"] for region in manifest["regions"] if region["layer"])
+    except (KeyError, TypeError) as error:
+        raise ArtifactError(f"{MANIFEST}: unreadable regions ({error!r})") from error
+
+
+def onto_devices(
+    manifest: dict[str, Any],
+    directory: str,
+    model,
+    program,
+    signature: InputSignature,
+    config: CompileConfig,
+    here: DevicesHere,
+) -> CompiledModule:
+    """The loaded program (its weights bound in `model`) partitioned, compiled, profiled and
+    planned for `here`'s devices. Its regions are timed on inputs of the compiled shapes
+    (signature.stand_in()): an artifact holds no example inputs."""
+    hold_torch_threads(here.budgets.cpus)
+    check_fits(weight_bytes(model), here.budgets)
+    origin = f"loaded from {directory}: planned for {', '.join(d.name for d in here.machine.devices)}{here.note()}"
+    args, kwargs = signature.stand_in()
+    build = Build(
+        model,
+        manifest["model_name"],
+        args,
+        kwargs,
+        config,
+        here.budgets,
+        here.machine,
+        layers=saved_layers(manifest),
+        model_forward=False,
+        origin=origin,
+    )
+    with CompileProgress(STAGES) as progress:
+        compiled, _ = build.compiled(program, progress.stage, progress=progress)
+    return compiled
