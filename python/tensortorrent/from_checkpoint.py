@@ -129,7 +129,7 @@ def compile_from_checkpoint(
             flat = signature.flatten(args, kwargs)
             placement = None
             if not plan_machine.is_cpu_only:
-                placement = place_from_checkpoint(program, regions, weights, plan_machine, flat, config, budgets)
+                placement = place_streamed(program, regions, weights, plan_machine, flat, config, budgets)
             plan = build_plan(regions, config, cpus=budgets.cpus.amount, placement=placement)
         with progress.stage("stream"):
             weights = with_checksums(weights, budgets.ram.amount)
@@ -174,8 +174,9 @@ def compile_from_checkpoint(
     return compiled
 
 
-def place_from_checkpoint(program, regions, weights: WeightsOnDisk, machine, flat: list, config, budgets):
-    """The placement of a checkpoint's program on `machine` (see the module's docstring)."""
+def place_streamed(program, regions, weights: WeightsOnDisk, machine, flat: list, config, budgets):
+    """The placement on `machine` of a program whose weights stay on disk (a checkpoint's,
+    or an artifact's loaded under a RAM budget; see the module's docstring)."""
     runner = ProgramRunner(program, regions)
     # The weights are the checkpoint's: None in the runner, read per region where profiled.
     runner.rebind([None if slot in weights.ranges else value for slot, value in enumerate(runner.bound_values)])

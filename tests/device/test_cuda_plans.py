@@ -203,7 +203,8 @@ def test_training_on_cuda_steps_like_eager_and_eval_sees_the_steps(name):
 
 def test_a_plan_on_the_gpu_saves_and_loads_onto_it_again(tmp_path):
     """An artifact records the devices it was compiled for: loading plans onto cuda:0 again
-    (under the saved VRAM budget), or onto the CPU when asked."""
+    (under the saved VRAM budget; under a RAM budget too, streaming from the artifact's
+    file), or onto the CPU when asked."""
     model, args, kwargs = model_and_inputs("gpt2", torch.float32)
     weights = sum(p.numel() * p.element_size() for p in model.parameters())
     config = tt.CompileConfig(vram_budget_bytes=weights // 2)
@@ -218,3 +219,12 @@ def test_a_plan_on_the_gpu_saves_and_loads_onto_it_again(tmp_path):
     on_cpu = tt.load_compiled(path, devices="cpu")
     assert set(on_cpu.region_devices) == {"cpu"}
     torch.testing.assert_close(on_cpu(*args, **(kwargs or {})), expected, **TOLERANCES[torch.float32])
+    # Under a RAM budget too, the weights stream from the artifact's file to the GPU.
+    streamed = tt.load_compiled(
+        path, config=tt.CompileConfig(ram_budget_bytes=weights // 2, vram_budget_bytes=weights // 2)
+    )
+    assert set(streamed.region_devices) == {"cuda:0"}
+    for _ in range(2):
+        torch.testing.assert_close(streamed(*args, **(kwargs or {})), expected, **TOLERANCES[torch.float32])
+        assert streamed.last_report.bytes_read > 0
+        assert streamed.last_peak_bytes["cuda:0"] <= weights // 2

@@ -92,10 +92,23 @@ def test_a_saved_device_this_machine_lacks_is_left_out_and_said(model, saved, tm
     assert "compiled for cuda:7 too, which this machine lacks" in loaded.explain()
 
 
-def test_a_ram_budget_with_devices_is_refused_naming_both(saved):
-    path, _ = saved
-    with pytest.raises(tt.UnsupportedFeatureError, match=r"loading an artifact onto fast, slow.*ram_budget_bytes=1024"):
-        tt.load_compiled(path, config=tt.CompileConfig(ram_budget_bytes=1024))
+@pytest.mark.parametrize("weights", ["copy", "reference"])
+def test_under_a_ram_budget_the_weights_stream_from_disk_onto_the_device(model, weights, tmp_path):
+    """Loaded with a RAM budget, the weights stay in the artifact's file (or the files it
+    references) and stream from there onto a device too small to hold them all, on every
+    call, as from a checkpoint."""
+    layer = (WIDTH * WIDTH + WIDTH) * 4
+    small = tt.VirtualDevice("small", memory_bytes=3 * layer, flops=1e11, link_bandwidth=1e10)
+    x = torch.randn(BATCH, WIDTH)
+    config = tt.CompileConfig(ram_budget_bytes=2 * layer, spill_dir=str(tmp_path))
+    source = tt.compile(model, (x,), config=config, devices=["small"], machine=small)
+    loaded = tt.load_compiled(source.save(tmp_path / "artifact", weights=weights))
+    assert set(loaded.region_devices) == {"small"} and loaded._plane.streams
+    for _ in range(2):
+        torch.testing.assert_close(loaded(x), eager_outputs(model, (x,)))
+        assert loaded.last_report.bytes_read == loaded._plane.plan.streamed_bytes > 0
+    assert 0 < loaded.last_peak_bytes["ram"] <= 2 * layer
+    assert 0 < loaded.last_peak_bytes["small"] <= small.memory_bytes
 
 
 def test_a_malformed_devices_entry_is_an_artifact_error(saved, tmp_path):

@@ -69,12 +69,6 @@ def load_compiled(
     # core; without one they are read whole, as views of the bytes read.
     streaming = config.ram_budget_bytes is not None
     here = devices_here(manifest, devices, machine, config)
-    if not here.machine.is_cpu_only and streaming:
-        raise UnsupportedFeatureError(
-            f"loading an artifact onto {', '.join(here.machine.tier_names[1:])}",
-            f"a RAM budget (ram_budget_bytes={config.ram_budget_bytes}): its weights would stream from its files",
-            "load with devices='cpu', or without a RAM budget",
-        )
     meta_program = load_program(read(manifest["files"]["program"]), manifest["files"]["program"])
     weights_name = manifest["files"]["weights"]
     referenced = "weight_files" in manifest  # saved with weights="reference"
@@ -93,8 +87,15 @@ def load_compiled(
     exported = with_tensors(meta_program, state_dict=state, constants=constants)
     drop_dead_nodes(exported.graph_module)
     program = normalize(exported)
+    weights = None  # where the weights stay on disk, when they stream
+    if streaming and referenced:
+        weights = referenced_weights(manifest["weights"], program, files)
+    elif streaming:
+        record = records[weights_name] if records is not None else None
+        weights = weights_file(os.path.join(directory, weights_name), header, manifest["weights"], program, record)
+    verify = weights is not None and not referenced and records is not None  # referenced: checked already
     if not here.machine.is_cpu_only:
-        return onto_devices(manifest, directory, model, program, signature, config, here)
+        return onto_devices(manifest, directory, model, program, signature, config, here, weights, verify)
     # Streaming reads weights a parameter group at a time: every module owning parameters is a layer.
     owners = parameter_owners(program)
     regions, plan, origin, replayed = _regions_and_plan(
@@ -112,21 +113,9 @@ def load_compiled(
         pack_room_bytes=0 if streaming else pack_room_bytes(ram_budget_bytes, weight_bytes(model)),
     )
     streamed = None
-    if streaming and referenced:
-        weights = referenced_weights(manifest["weights"], program, files)
+    if weights is not None:
         streamed = stream_weights(
-            program, regions, weights, config, plan.max_concurrent, verify=False, backends=backends
-        )
-    elif streaming:
-        weights = weights_file(
-            os.path.join(directory, weights_name),
-            header,
-            manifest["weights"],
-            program,
-            records[weights_name] if records is not None else None,
-        )
-        streamed = stream_weights(
-            program, regions, weights, config, plan.max_concurrent, verify=records is not None, backends=backends
+            program, regions, weights, config, plan.max_concurrent, verify=verify, backends=backends
         )
     return CompiledModule(
         model=model,

@@ -12,22 +12,30 @@ from ..build import Build
 from ..capture import InputSignature
 from ..config import CompileConfig
 from ..errors import ArtifactError
+from ..from_checkpoint import place_streamed
 from ..hardware import discover_devices, hold_torch_threads, resolve_budgets
 from ..hardware.accelerator import named_accelerators
 from ..hardware.budgets import Budgets
 from ..hardware.devices import names_accelerator
 from ..hardware.virtual import VirtualDevice, check_machine
 from ..observe.progress import CompileProgress
+from ..partition import parameter_owners, partition
+from ..planning import build_plan
 from ..planning.fit import check_fits, weight_bytes
 from ..planning.machine import PlanMachine, resolve_machine
+from ..planning.streaming import UNBOUNDED, Layout
+from ..planning.weights_on_disk import WeightsOnDisk
 from ..runtime import CompiledModule
+from ..runtime.region_backends import compile_regions
 from .devices import saved_devices
 from .layout import MANIFEST
+from .streamed_weights import stream_weights
 
 log = logging.getLogger(__name__)
 
 CALLER = "tt.load_compiled"
 STAGES = ["partition", "compile regions", "profile", "plan", "build"]
+STREAMED_STAGES = ["partition", "compile regions", "plan", "stream"]
 
 
 @dataclass(frozen=True)
@@ -66,7 +74,10 @@ def devices_here(
         requested = [name for name in requested if name not in missing] or ["cpu"]
         if missing:
             log.warning("the artifact was compiled for %s, not on this machine: planning without", ", ".join(missing))
-    plan_machine = resolve_machine(requested, tuple(declared.values()), budgets.ram.amount, accelerators, CALLER)
+    # Under a RAM budget the weights stream (load.py): the streamed program, not the
+    # placement, holds RAM to the budget, as in tt.compile.
+    ram = UNBOUNDED if config.ram_budget_bytes is not None else budgets.ram.amount
+    plan_machine = resolve_machine(requested, tuple(declared.values()), ram, accelerators, CALLER)
     return DevicesHere(plan_machine, budgets, missing)
 
 
@@ -86,13 +97,18 @@ def onto_devices(
     signature: InputSignature,
     config: CompileConfig,
     here: DevicesHere,
+    weights: WeightsOnDisk | None = None,
+    verify: bool = False,
 ) -> CompiledModule:
-    """The loaded program (its weights bound in `model`) partitioned, compiled, profiled and
-    planned for `here`'s devices. Its regions are timed on inputs of the compiled shapes
-    (signature.stand_in()): an artifact holds no example inputs."""
+    """The loaded program (its weights bound in `model`, or left on disk where `weights`
+    says, under a RAM budget) partitioned, compiled, profiled and planned for `here`'s
+    devices. Its regions are timed on inputs of the compiled shapes (signature.stand_in()):
+    an artifact holds no example inputs. `verify`: check the weights file's chunk digests."""
     hold_torch_threads(here.budgets.cpus)
-    check_fits(weight_bytes(model), here.budgets)
     origin = f"loaded from {directory}: planned for {', '.join(d.name for d in here.machine.devices)}{here.note()}"
+    if weights is not None:
+        return _streamed_onto_devices(manifest, model, program, signature, config, here, weights, verify, origin)
+    check_fits(weight_bytes(model), here.budgets)
     args, kwargs = signature.stand_in()
     build = Build(
         model,
@@ -109,3 +125,39 @@ def onto_devices(
     with CompileProgress(STAGES) as progress:
         compiled, _ = build.compiled(program, progress.stage, progress=progress)
     return compiled
+
+
+def _streamed_onto_devices(manifest, model, program, signature, config, here, weights, verify, origin):
+    """As a checkpoint's program is planned onto devices (from_checkpoint.py): placed first,
+    each accelerator timing one region at a time with that region's weights read for it
+    alone, then the weights streamed from disk where the placement puts the regions."""
+    flat = signature.flatten(*signature.stand_in())
+    with CompileProgress(STREAMED_STAGES) as progress:
+        with progress.stage("partition"):
+            # Weights stream a parameter group at a time: every module owning parameters is a layer.
+            layers = saved_layers(manifest) | parameter_owners(program)
+            regions = partition(program, layers, config.max_region_nodes, innermost=True)
+        with progress.stage("compile regions"):
+            backends = compile_regions(program, regions, config.region_backend, on_region=progress.region_compiling)
+        with progress.stage("plan"):
+            placement = place_streamed(program, regions, weights, here.machine, flat, config, here.budgets)
+            plan = build_plan(regions, config, cpus=here.budgets.cpus.amount, placement=placement)
+        with progress.stage("stream"):
+            layout = Layout.of_placement(placement)
+            streamed = stream_weights(
+                program, regions, weights, config, plan.max_concurrent, verify, layout=layout, backends=backends
+            )
+    return CompiledModule(
+        model=model,
+        runs_model_forward=False,
+        model_name=manifest["model_name"],
+        signature=signature,
+        program=program,
+        regions=regions,
+        plan=plan,
+        config=config,
+        origin=origin,
+        streamed=streamed,
+        ram_budget_bytes=here.budgets.ram.amount,
+        region_backends=backends,
+    )
