@@ -22,6 +22,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+from dataclasses import dataclass
 
 import torch
 from torch import nn
@@ -119,59 +120,91 @@ def compile_from_checkpoint(
             program = normalize(exported)
             signature = InputSignature(args, kwargs)
             weights = weights_in_checkpoint(program, files)
-        with progress.stage("partition"):
-            # Weights stream a parameter group at a time: every module owning parameters is a layer.
-            layers = layer_paths(model) | parameter_owners(program)
-            regions = partition(program, layers, config.max_region_nodes, innermost=True)
-        with progress.stage("compile regions"):
-            backends = compile_regions(program, regions, config.region_backend, on_region=progress.region_compiling)
-        with progress.stage("plan"):
-            flat = signature.flatten(args, kwargs)
-            placement = None
-            if not plan_machine.is_cpu_only:
-                placement = place_streamed(program, regions, weights, plan_machine, flat, config, budgets)
-            plan = build_plan(regions, config, cpus=budgets.cpus.amount, placement=placement)
-        with progress.stage("stream"):
+        compiled = streamed_module(
+            StreamedSource(model, model_name, program, signature, weights, checksum=True),
+            layer_paths(model),
+            plan_machine,
+            signature.flatten(args, kwargs),
+            config,
+            budgets,
+            progress,
+            f"weights read in place from checkpoint {describe_files(files.files)}",
+        )
+    if config.region_backend != EAGER:
+        compiled.numerics_note = "not checked: the weights are read from a checkpoint, not held in memory"
+    return compiled
+
+
+@dataclass(frozen=True)
+class StreamedSource:
+    """A program whose weights stay on disk: a checkpoint's (`checksum`: read the files once
+    to record each range's CRC-32C), or an artifact's loaded under a RAM budget (`verify`:
+    check its file's chunk digests first)."""
+
+    model: nn.Module  # the module tree the weights' names come from
+    model_name: str
+    program: object
+    signature: InputSignature
+    weights: WeightsOnDisk
+    checksum: bool = False
+    verify: bool = False
+
+
+def streamed_module(
+    source: StreamedSource, layers: frozenset[str], machine, flat: list, config, budgets, progress, origin: str
+) -> CompiledModule:
+    """The CompiledModule of `source`'s program, its weights streamed within the RAM budget
+    onto `machine`: on devices, placed first (place_streamed); `flat` are inputs of the
+    compiled shapes; `progress` shows the stages partition, compile regions, plan and
+    stream; `origin` begins explain()'s line on where the module came from."""
+    program, weights = source.program, source.weights
+    with progress.stage("partition"):
+        # Weights stream a parameter group at a time: every module owning parameters is a layer.
+        regions = partition(program, layers | parameter_owners(program), config.max_region_nodes, innermost=True)
+    with progress.stage("compile regions"):
+        backends = compile_regions(program, regions, config.region_backend, on_region=progress.region_compiling)
+    with progress.stage("plan"):
+        placement = None
+        if not machine.is_cpu_only:
+            placement = place_streamed(program, regions, weights, machine, flat, config, budgets)
+        plan = build_plan(regions, config, cpus=budgets.cpus.amount, placement=placement)
+    with progress.stage("stream"):
+        if source.checksum:
             weights = with_checksums(weights, budgets.ram.amount)
-            streamed = stream_weights(
-                program,
-                regions,
-                weights,
-                config,
-                plan.max_concurrent,
-                verify=False,
-                budget_bytes=budgets.ram.amount,
-                example=flat,
-                layout=Layout.of_placement(placement) if placement is not None else None,
-                backends=backends,
-            )
+        streamed = stream_weights(
+            program,
+            regions,
+            weights,
+            config,
+            plan.max_concurrent,
+            verify=source.verify,
+            budget_bytes=budgets.ram.amount,
+            example=flat,
+            layout=Layout.of_placement(placement) if placement is not None else None,
+            backends=backends,
+        )
+    costs = "measured by a profiling call" if streamed.costs == PROFILED_COSTS else "from a roofline, not measured"
     log.info(
-        "compiled %s from %d checkpoint file(s): %d region(s), predicted %.3f ms per call",
-        model_name,
-        len(files.files),
+        "compiled %s (%s): %d region(s), predicted %.3f ms per call",
+        source.model_name,
+        origin,
         len(regions),
         streamed.predicted_s() * 1e3,
     )
-    compiled = CompiledModule(
-        model=model,
+    return CompiledModule(
+        model=source.model,
         runs_model_forward=False,
-        model_name=model_name,
-        signature=signature,
+        model_name=source.model_name,
+        signature=source.signature,
         program=program,
         regions=regions,
         plan=plan,
         config=config,
-        origin=(
-            f"weights read in place from checkpoint {describe_files(files.files)}; region costs "
-            + ("measured by a profiling call" if streamed.costs == PROFILED_COSTS else "from a roofline, not measured")
-        ),
+        origin=f"{origin}; region costs {costs}",
         streamed=streamed,
         ram_budget_bytes=budgets.ram.amount,
         region_backends=backends,
     )
-    if config.region_backend != EAGER:
-        compiled.numerics_note = "not checked: the weights are read from a checkpoint, not held in memory"
-    return compiled
 
 
 def place_streamed(program, regions, weights: WeightsOnDisk, machine, flat: list, config, budgets):

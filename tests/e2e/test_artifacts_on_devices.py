@@ -111,6 +111,14 @@ def test_under_a_ram_budget_the_weights_stream_from_disk_onto_the_device(model, 
     assert 0 < loaded.last_peak_bytes["small"] <= small.memory_bytes
 
 
+def test_an_activation_budget_with_devices_is_refused_as_at_compile(saved):
+    path, _ = saved
+    config = tt.CompileConfig(activation_budget_bytes=1 << 20)
+    with pytest.raises(tt.UnsupportedError, match="tt.load_compiled: activations spill from CPU regions only today"):
+        tt.load_compiled(path, config=config)
+    assert set(tt.load_compiled(path, config=config, devices="cpu").region_devices) == {"cpu"}
+
+
 def test_a_malformed_devices_entry_is_an_artifact_error(saved, tmp_path):
     path, _ = saved
     copy = with_manifest(path, tmp_path / "copy", lambda m: m.update(devices=[{"name": "fast", "virtual": {}}]))

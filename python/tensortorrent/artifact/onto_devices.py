@@ -11,25 +11,21 @@ from typing import Any
 from ..build import Build
 from ..capture import InputSignature
 from ..config import CompileConfig
-from ..errors import ArtifactError
-from ..from_checkpoint import place_streamed
+from ..errors import ArtifactError, UnsupportedError
+from ..from_checkpoint import StreamedSource, streamed_module
 from ..hardware import discover_devices, hold_torch_threads, resolve_budgets
 from ..hardware.accelerator import named_accelerators
 from ..hardware.budgets import Budgets
 from ..hardware.devices import names_accelerator
 from ..hardware.virtual import VirtualDevice, check_machine
 from ..observe.progress import CompileProgress
-from ..partition import parameter_owners, partition
-from ..planning import build_plan
 from ..planning.fit import check_fits, weight_bytes
 from ..planning.machine import PlanMachine, resolve_machine
-from ..planning.streaming import UNBOUNDED, Layout
+from ..planning.streaming import UNBOUNDED
 from ..planning.weights_on_disk import WeightsOnDisk
 from ..runtime import CompiledModule
-from ..runtime.region_backends import compile_regions
 from .devices import saved_devices
 from .layout import MANIFEST
-from .streamed_weights import stream_weights
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +74,8 @@ def devices_here(
     # placement, holds RAM to the budget, as in tt.compile.
     ram = UNBOUNDED if config.ram_budget_bytes is not None else budgets.ram.amount
     plan_machine = resolve_machine(requested, tuple(declared.values()), ram, accelerators, CALLER)
+    if config.activation_budget_bytes is not None and not plan_machine.is_cpu_only:
+        raise UnsupportedError(f"{CALLER}: activations spill from CPU regions only today; use devices='cpu'")
     return DevicesHere(plan_machine, budgets, missing)
 
 
@@ -107,7 +105,14 @@ def onto_devices(
     hold_torch_threads(here.budgets.cpus)
     origin = f"loaded from {directory}: planned for {', '.join(d.name for d in here.machine.devices)}{here.note()}"
     if weights is not None:
-        return _streamed_onto_devices(manifest, model, program, signature, config, here, weights, verify, origin)
+        # As a checkpoint's program: placed first, each accelerator timing one region at a
+        # time with that region's weights read for it alone, then streamed where it says.
+        source = StreamedSource(model, manifest["model_name"], program, signature, weights, verify=verify)
+        flat = signature.flatten(*signature.stand_in())
+        with CompileProgress(STREAMED_STAGES) as progress:
+            return streamed_module(
+                source, saved_layers(manifest), here.machine, flat, config, here.budgets, progress, origin
+            )
     check_fits(weight_bytes(model), here.budgets)
     args, kwargs = signature.stand_in()
     build = Build(
@@ -125,39 +130,3 @@ def onto_devices(
     with CompileProgress(STAGES) as progress:
         compiled, _ = build.compiled(program, progress.stage, progress=progress)
     return compiled
-
-
-def _streamed_onto_devices(manifest, model, program, signature, config, here, weights, verify, origin):
-    """As a checkpoint's program is planned onto devices (from_checkpoint.py): placed first,
-    each accelerator timing one region at a time with that region's weights read for it
-    alone, then the weights streamed from disk where the placement puts the regions."""
-    flat = signature.flatten(*signature.stand_in())
-    with CompileProgress(STREAMED_STAGES) as progress:
-        with progress.stage("partition"):
-            # Weights stream a parameter group at a time: every module owning parameters is a layer.
-            layers = saved_layers(manifest) | parameter_owners(program)
-            regions = partition(program, layers, config.max_region_nodes, innermost=True)
-        with progress.stage("compile regions"):
-            backends = compile_regions(program, regions, config.region_backend, on_region=progress.region_compiling)
-        with progress.stage("plan"):
-            placement = place_streamed(program, regions, weights, here.machine, flat, config, here.budgets)
-            plan = build_plan(regions, config, cpus=here.budgets.cpus.amount, placement=placement)
-        with progress.stage("stream"):
-            layout = Layout.of_placement(placement)
-            streamed = stream_weights(
-                program, regions, weights, config, plan.max_concurrent, verify, layout=layout, backends=backends
-            )
-    return CompiledModule(
-        model=model,
-        runs_model_forward=False,
-        model_name=manifest["model_name"],
-        signature=signature,
-        program=program,
-        regions=regions,
-        plan=plan,
-        config=config,
-        origin=origin,
-        streamed=streamed,
-        ram_budget_bytes=here.budgets.ram.amount,
-        region_backends=backends,
-    )
