@@ -25,7 +25,7 @@ def test_text_names_the_regions_schedule_and_replay(artifact, capsys):
     assert main(["explain", str(artifact)]) == 0
     out = capsys.readouterr().out
     assert "TensorTorrent plan for Sequential" in out
-    assert "the saved plan would be replayed" in out
+    assert "the saved plan would be replayed" in out and "compiled for: cpu" in out
     assert all(f"r{i}" in out for i in range(3)) and "Schedule" in out and "Direct path: not taken" in out
     assert "saved plan replayed" in tt.load_compiled(artifact).explain()  # what load does agrees
 
@@ -36,8 +36,19 @@ def test_json_holds_the_manifest_plan_and_the_verdict(artifact, capsys):
     manifest = json.loads((artifact / "manifest.json").read_text())
     for key in ("plan", "regions", "schedule", "predicted_costs"):
         assert data[key] == manifest[key]
-    assert data["on_this_machine"]["action"] == "replay"
+    assert data["on_this_machine"]["action"] == "replay" and data["devices"] == ["cpu"]
     assert data["on_this_machine"]["saved_fingerprint"] == manifest["hardware_fingerprint"]["digest"]
+
+
+def test_a_plan_on_devices_names_them_and_would_be_planned_again(tmp_path, capsys):
+    device = tt.VirtualDevice("vdev", memory_bytes=1 << 20, flops=1e9, link_bandwidth=1e9)
+    model = nn.Sequential(nn.Linear(8, 8), nn.ReLU()).eval()
+    compiled = tt.compile(model, (torch.randn(2, 8),), devices=["vdev"], machine=device)
+    assert main(["explain", compiled.save(tmp_path / "artifact")]) == 0
+    out = capsys.readouterr().out
+    assert "compiled for: vdev (virtual)" in out
+    assert "it would be re-planned (the saved plan placed regions on vdev)" in out
+    assert "copy     inputs out -> vdev" in out  # the saved schedule keeps its copies' kind
 
 
 def test_another_machine_would_re_plan_as_load_does(artifact, capsys, monkeypatch):

@@ -10,6 +10,7 @@ import argparse
 import json
 from typing import Any
 
+from ..artifact.devices import saved_devices
 from ..artifact.integrity import list_files, read_file, read_integrity
 from ..artifact.layout import MANIFEST
 from ..artifact.load import check_load_arguments, parse_manifest, replay_decision, saved_parts
@@ -81,6 +82,7 @@ def run(args: argparse.Namespace) -> int:
             "torch": manifest["torch"],
             "inputs": manifest["signature"],
             "config": manifest["config"],
+            "devices": [name for name, _ in saved_devices(manifest)],
             "plan": manifest["plan"],
             "regions": manifest["regions"],
             "schedule": manifest["schedule"],
@@ -90,5 +92,6 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(data, indent=2))
     else:
         action = "the saved plan would be replayed" if decision["action"] == "replay" else "it would be re-planned"
-        print(explain_saved(manifest, signature.describe(), plan, f"{action} ({decision['reason']})"))
+        devices = ", ".join(name + (" (virtual)" if virtual else "") for name, virtual in saved_devices(manifest))
+        print(explain_saved(manifest, signature.describe(), devices, plan, f"{action} ({decision['reason']})"))
     return 0

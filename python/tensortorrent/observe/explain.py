@@ -266,15 +266,17 @@ def training_lines(
     ]
 
 
-def explain_saved(manifest: dict, inputs: str, plan: ExecutionPlan, verdict: str) -> str:
+def explain_saved(manifest: dict, inputs: str, devices: str, plan: ExecutionPlan, verdict: str) -> str:
     """The report of a saved artifact from its manifest alone (no weights, no program);
-    `verdict` says whether this machine would replay the saved plan or plan again."""
+    `devices` names those it was compiled for; `verdict` says whether this machine would
+    replay the saved plan or plan again."""
     costs = (manifest["predicted_costs"] or {}).get("regions", [])
     lines = [
         f"TensorTorrent plan for {manifest['model_name']} (saved by tensortorrent {manifest['tensortorrent']}, "
         f"torch {manifest['torch']})",
         f"  on this machine: {verdict}",
         f"  inputs: {inputs}",
+        f"  compiled for: {devices}",
         f"  regions: {len(manifest['regions'])}; "
         f"weights: {format_bytes(sum(r.get('parameter_bytes', 0) for r in manifest['regions']))}",
         "  config: " + ", ".join(f"{k}={v}" for k, v in manifest["config"].items()),
