@@ -32,7 +32,8 @@ def add_parser(commands) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    compiled = load_compiled(args.artifact)
+    # The stages run on the CPU (gloo): the artifact is loaded there, whatever it was compiled for.
+    compiled = load_compiled(args.artifact, devices="cpu")
     command = compiled.export_pipeline(args.directory, args.stages, args.microbatches, args.link_bandwidth)
     with open(os.path.join(args.directory, PLAN), encoding="utf-8") as file:
         plan = json.load(file)
