@@ -119,6 +119,16 @@ def test_an_activation_budget_with_devices_is_refused_as_at_compile(saved):
     assert set(tt.load_compiled(path, config=config, devices="cpu").region_devices) == {"cpu"}
 
 
+def test_an_artifact_from_before_devices_were_recorded_replays_on_the_cpu(model, tmp_path):
+    x = torch.randn(BATCH, WIDTH)
+    cpu = Path(tt.compile(model, (x,), devices="cpu").save(tmp_path / "cpu"))
+    old = with_manifest(cpu, tmp_path / "old", lambda m: m.pop("devices"))
+    loaded = tt.load_compiled(old)
+    assert loaded.region_devices == ["cpu"] * len(model.layers)
+    assert "saved plan replayed" in loaded.explain()
+    torch.testing.assert_close(loaded(x), eager_outputs(model, (x,)))
+
+
 def test_a_malformed_devices_entry_is_an_artifact_error(saved, tmp_path):
     path, _ = saved
     copy = with_manifest(path, tmp_path / "copy", lambda m: m.update(devices=[{"name": "fast", "virtual": {}}]))
