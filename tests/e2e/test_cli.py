@@ -15,3 +15,4 @@ def test_demo_runs_small(capsys):
     assert "r1:model.layers.0" in out
     assert "largest |compiled - eager| on the logits" in out
     assert "compiled/eager" in out
+    assert "saved and loaded back (no model code):" in out and "region(s) on vgpu" in out

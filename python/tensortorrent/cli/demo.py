@@ -1,6 +1,6 @@
 """`tensortorrent demo`: compile a small Llama-style decoder, compare it with eager, plan it
-on a declared device too small to hold it, then run it from its checkpoint under a RAM
-budget of half its weights."""
+on a declared device too small to hold it (saved and loaded back onto it), then run it
+from its checkpoint under a RAM budget of half its weights."""
 
 from __future__ import annotations
 
@@ -100,6 +100,15 @@ def run_on_virtual_device(model: torch.nn.Module, ids: torch.Tensor, expected: t
     print(
         f"predicted {chosen.measures.latency_s * 1e3:.2f} ms, measured {report.wall_us / 1e3:.2f} ms; "
         f"largest |virtual - eager| on the logits: {(got - expected).abs().max().item():.3e}"
+    )
+    # An artifact keeps the devices it was compiled for: loading plans onto them again.
+    with tempfile.TemporaryDirectory(prefix="demo-artifact-") as folder:
+        loaded = tt.load_compiled(compiled.save(os.path.join(folder, "artifact")))
+    got = loaded(ids).logits
+    print(
+        f"saved and loaded back (no model code): {loaded.region_devices.count(device.name)} of "
+        f"{len(loaded.region_devices)} region(s) on {device.name}; "
+        f"largest |loaded - eager| on the logits: {(got - expected).abs().max().item():.3e}"
     )
 
 
