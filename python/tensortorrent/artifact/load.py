@@ -14,7 +14,7 @@ from ..capture import InputSignature, normalize
 from ..capture.export import drop_dead_nodes, with_tensors
 from ..config import CompileConfig
 from ..errors import ArtifactError, InvalidArgumentError, TensorTorrentError, UnsupportedFeatureError
-from ..hardware import hardware_fingerprint, hold_torch_threads, resolve_budgets
+from ..hardware import hardware_fingerprint, hold_torch_threads
 from ..hardware.virtual import VirtualDevice
 from ..partition import parameter_owners, partition, regions_from_names
 from ..planning import build_plan, plan_from_json
@@ -94,16 +94,16 @@ def load_compiled(
         record = records[weights_name] if records is not None else None
         weights = weights_file(os.path.join(directory, weights_name), header, manifest["weights"], program, record)
     verify = weights is not None and not referenced and records is not None  # referenced: checked already
+    budgets = here.budgets
+    hold_torch_threads(budgets.cpus)
     if not here.machine.is_cpu_only:
         return onto_devices(manifest, directory, model, program, signature, config, here, weights, verify)
     # Streaming reads weights a parameter group at a time: every module owning parameters is a layer.
     owners = parameter_owners(program)
     regions, plan, origin, replayed = _regions_and_plan(
-        manifest, program, config, saved_config, directory, owners if streaming else frozenset()
+        manifest, program, config, saved_config, directory, owners if streaming else frozenset(), budgets.cpus.amount
     )
     # Weights read whole are the same tensors on every call of this CPU plan: they may be packed.
-    budgets = resolve_budgets(config)
-    hold_torch_threads(budgets.cpus)
     ram_budget_bytes = budgets.ram.amount
     backends = compile_regions(
         program,
@@ -276,7 +276,13 @@ def replay_decision(manifest: dict, same_config: bool) -> tuple[bool, str]:
 
 
 def _regions_and_plan(
-    manifest: dict, program, config: CompileConfig, saved_config: CompileConfig, directory: str, more_layers: frozenset
+    manifest: dict,
+    program,
+    config: CompileConfig,
+    saved_config: CompileConfig,
+    directory: str,
+    more_layers: frozenset,
+    cpus: int,
 ):
     replay, reason = replay_decision(manifest, config == saved_config)
     try:
@@ -292,5 +298,5 @@ def _regions_and_plan(
     layers = saved_layers(manifest) | more_layers
     # Streaming cuts at the innermost layer, so that each region reads one parameter group.
     regions = partition(program, layers, config.max_region_nodes, innermost=bool(more_layers))
-    plan = build_plan(regions, config, cpus=resolve_budgets(config).cpus.amount)
+    plan = build_plan(regions, config, cpus=cpus)
     return regions, plan, f"loaded from {directory}: re-planned ({reason})", False

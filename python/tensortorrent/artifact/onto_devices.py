@@ -13,7 +13,7 @@ from ..capture import InputSignature
 from ..config import CompileConfig
 from ..errors import ArtifactError, UnsupportedError
 from ..from_checkpoint import StreamedSource, streamed_module
-from ..hardware import discover_devices, hold_torch_threads, resolve_budgets
+from ..hardware import discover_devices, resolve_budgets
 from ..hardware.accelerator import named_accelerators
 from ..hardware.budgets import Budgets
 from ..hardware.devices import names_accelerator
@@ -102,7 +102,6 @@ def onto_devices(
     says, under a RAM budget) partitioned, compiled, profiled and planned for `here`'s
     devices. Its regions are timed on inputs of the compiled shapes (signature.stand_in()):
     an artifact holds no example inputs. `verify`: check the weights file's chunk digests."""
-    hold_torch_threads(here.budgets.cpus)
     origin = f"loaded from {directory}: planned for {', '.join(d.name for d in here.machine.devices)}{here.note()}"
     if weights is not None:
         # As a checkpoint's program: placed first, each accelerator timing one region at a
