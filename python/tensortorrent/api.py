@@ -16,7 +16,7 @@ from .capture.composed_module import compose
 from .capture.export import check_model, functional_program
 from .capture.module_graph import ModuleGraph, series
 from .config import CompileConfig
-from .errors import InvalidArgumentError, UnsupportedError, UnsupportedFeatureError
+from .errors import InvalidArgumentError, UnsupportedFeatureError
 from .from_checkpoint import compile_from_checkpoint, exported_source
 from .hardware import discover_devices, hold_torch_threads, resolve_budgets
 from .hardware.accelerator import named_accelerators
@@ -92,8 +92,7 @@ def compile(
         )
     ram = UNBOUNDED if streaming else budgets.ram.amount
     plan_machine = resolve_machine(devices, check_machine(machine), ram, named_accelerators(devices, budgets))
-    if config.activation_budget_bytes is not None and not plan_machine.is_cpu_only:
-        raise UnsupportedError("tt.compile: activations spill from CPU regions only today; use devices='cpu'")
+    plan_machine.check_activation_budget(config.activation_budget_bytes, "tt.compile")
     if not streaming:
         check_fits(weight_bytes(model), budgets, streaming_refused=over_budget)  # before export: the heavy work
 

@@ -33,7 +33,7 @@ from .capture import InputSignature, normalize
 from .capture.export import check_eval_semantics
 from .capture.weightless import capture_weightless, exported_weightless
 from .config import CompileConfig
-from .errors import InvalidArgumentError, NotFoundError, StorageError, UnsupportedError, UnsupportedFeatureError
+from .errors import InvalidArgumentError, NotFoundError, StorageError, UnsupportedFeatureError
 from .hardware import discover_devices, hold_torch_threads, resolve_budgets
 from .hardware.accelerator import named_accelerators
 from .hardware.devices import names_accelerator
@@ -97,8 +97,7 @@ def compile_from_checkpoint(
     budgets = resolve_budgets(config, devices=discover_devices(accelerators=names_accelerator(devices)))
     hold_torch_threads(budgets.cpus)
     plan_machine = resolve_machine(devices, check_machine(machine), UNBOUNDED, named_accelerators(devices, budgets))
-    if config.activation_budget_bytes is not None and not plan_machine.is_cpu_only:
-        raise UnsupportedError("tt.compile: activations spill from CPU regions only today; use devices='cpu'")
+    plan_machine.check_activation_budget(config.activation_budget_bytes, "tt.compile")
     if config.validate_numerics:
         raise UnsupportedFeatureError(
             "validate_numerics=True",

@@ -11,7 +11,7 @@ from typing import Any
 from ..build import Build
 from ..capture import InputSignature
 from ..config import CompileConfig
-from ..errors import ArtifactError, UnsupportedError
+from ..errors import ArtifactError
 from ..from_checkpoint import StreamedSource, streamed_module
 from ..hardware import discover_devices, resolve_budgets
 from ..hardware.accelerator import named_accelerators
@@ -74,8 +74,7 @@ def devices_here(
     # placement, holds RAM to the budget, as in tt.compile.
     ram = UNBOUNDED if config.ram_budget_bytes is not None else budgets.ram.amount
     plan_machine = resolve_machine(requested, tuple(declared.values()), ram, accelerators, CALLER)
-    if config.activation_budget_bytes is not None and not plan_machine.is_cpu_only:
-        raise UnsupportedError(f"{CALLER}: activations spill from CPU regions only today; use devices='cpu'")
+    plan_machine.check_activation_budget(config.activation_budget_bytes, CALLER)
     return DevicesHere(plan_machine, budgets, missing)
 
 

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from types import MappingProxyType
 
-from ..errors import InvalidArgumentError
+from ..errors import InvalidArgumentError, UnsupportedError
 from ..hardware.accelerator import Accelerator, profiled
 from ..hardware.virtual import VirtualDevice
 
@@ -74,6 +74,12 @@ class PlanMachine:
     @property
     def is_cpu_only(self) -> bool:
         return all(d.spec is None for d in self.devices)
+
+    def check_activation_budget(self, budget: int | None, caller: str) -> None:
+        """UnsupportedError for an activation budget on a machine with devices: activations
+        spill from CPU regions only today (planning/activation_spill.py)."""
+        if budget is not None and not self.is_cpu_only:
+            raise UnsupportedError(f"{caller}: activations spill from CPU regions only today; use devices='cpu'")
 
     def profiled(self, runner, flat_inputs, load=None) -> PlanMachine:
         """The machine with each region's time measured on its real accelerators (`load`:
