@@ -1,9 +1,9 @@
 """Suite S1 of ../shared/BENCHMARKS.md: models that fit in memory, on the CPU.
 
 Four workloads (an MLP, a transformer block, GPT-2 small and ResNet-50, random weights),
-each run by five systems on the same inputs: eager PyTorch, torch.compile (inductor),
-ONNX Runtime (CPU provider), TensorTorrent with its default config and TensorTorrent with
-inductor-compiled regions. Per system: latency per call (median, min, max), its ratio to
+each run on the same inputs by eager PyTorch, torch.compile (inductor; plain, and with
+freezing=True, its strongest CPU setting), ONNX Runtime (CPU provider), and TensorTorrent
+with eager, inductor and auto regions. Per system: latency per call (median, min, max), its ratio to
 eager's median, its agreement with eager's output, and what building it cost.
 
     python bench/s1_fit.py                      # the measurement
@@ -21,6 +21,7 @@ as missing or failed with its error; it is never dropped.
 from __future__ import annotations
 
 import argparse
+import copy
 import importlib.metadata
 import importlib.util
 import tempfile
@@ -39,10 +40,19 @@ import tensortorrent as tt
 
 FULL = Settings(runs=41, sample_ns=80_000_000, warmup_ns=300_000_000)
 QUICK = Settings(runs=5, sample_ns=10_000_000, warmup_ns=20_000_000)
-SYSTEMS = ("eager", "torch_compile", "onnxruntime", "tensortorrent", "tensortorrent_inductor", "tensortorrent_auto")
+SYSTEMS = (
+    "eager",
+    "torch_compile",
+    "torch_compile_frozen",
+    "onnxruntime",
+    "tensortorrent",
+    "tensortorrent_inductor",
+    "tensortorrent_auto",
+)
 # Each system's samples over these systems' samples of the same round (harness.paired_ratio):
-# eager is every ratio's reference, whole-model torch.compile what inductor regions must match.
-PAIRED_REFERENCES = ("eager", "torch_compile")
+# eager is every ratio's reference, whole-model torch.compile (plain, and frozen: its
+# strongest CPU setting) what inductor regions must match.
+PAIRED_REFERENCES = ("eager", "torch_compile", "torch_compile_frozen")
 ERROR_CHARS = 1000  # an inductor or exporter error can run to pages; the head says what failed
 
 
@@ -150,6 +160,22 @@ def build_torch_compile(w: Workload, scratch: Path) -> Built:
     return Built(call, time.perf_counter() - start, "inductor (default backend), whole model")
 
 
+def build_torch_compile_frozen(w: Workload, scratch: Path) -> Built:
+    """torch.compile with inductor's freezing: weights folded in as constants, oneDNN's
+    prepacked convolutions and products, batch norm folded; its strongest CPU setting for
+    inference. Given as the backend's options (a backend of its own, so that dynamo
+    compiles the model again rather than reuse the plain compile's graph), on a copy."""
+    compiled = torch.compile(copy.deepcopy(w.model), options={"freezing": True})
+
+    def call():
+        with torch.no_grad():
+            return compiled(*w.args, **w.kwargs)
+
+    start = time.perf_counter()
+    call()
+    return Built(call, time.perf_counter() - start, "inductor with freezing=True, whole model")
+
+
 class LogitsOnly(nn.Module):
     """The model as a function of its tensor inputs returning only the logits: what the ONNX graph computes."""
 
@@ -220,6 +246,7 @@ def build_tensortorrent_auto(w: Workload, scratch: Path) -> Built:
 BUILDERS = {
     "eager": build_eager,
     "torch_compile": build_torch_compile,
+    "torch_compile_frozen": build_torch_compile_frozen,
     "onnxruntime": build_onnxruntime,
     "tensortorrent": build_tensortorrent,
     "tensortorrent_inductor": build_tensortorrent_inductor,

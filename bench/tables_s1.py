@@ -9,6 +9,7 @@ TITLE = "S1: models that fit in memory (CPU)"
 S1_SYSTEMS = {
     "eager": "eager",
     "torch_compile": "torch.compile",
+    "torch_compile_frozen": "torch.compile (freezing)",
     "onnxruntime": "ONNX Runtime",
     "tensortorrent": "TensorTorrent",
     "tensortorrent_inductor": "TensorTorrent (Inductor regions)",
@@ -55,7 +56,14 @@ def s1_paired(data: dict) -> str | None:
             ratios = result["paired_ratios"]
             name = S1_SYSTEMS.get(system, f"`{system}`")
             rows.append(
-                [workload if index == 0 else "", name, paired(ratios.get("eager")), paired(ratios.get("torch_compile"))]
+                [
+                    workload if index == 0 else "",
+                    name,
+                    *[
+                        paired(ratios.get(reference))
+                        for reference in ("eager", "torch_compile", "torch_compile_frozen")
+                    ],
+                ]
             )
     if not rows:
         return None
@@ -64,7 +72,8 @@ def s1_paired(data: dict) -> str | None:
         "median over rounds [95% confidence interval of that median]. Lower is faster; an interval that "
         "contains 1.000 is a difference this run cannot tell from noise."
     )
-    return intro + "\n\n" + table(["workload", "system", "vs eager", "vs torch.compile"], rows)
+    header = ["workload", "system", "vs eager", "vs torch.compile", "vs torch.compile (freezing)"]
+    return intro + "\n\n" + table(header, rows)
 
 
 def render_s1(data: dict) -> str:

@@ -67,9 +67,18 @@ struct PyDataPlane {
   std::shared_ptr<const Program> program;
   std::unique_ptr<DataPlane> plane;
 
-  ~PyDataPlane() {
+  ~PyDataPlane() { close(); }
+
+  // Frees the arenas (but those that views still hold), joins the workers and closes the
+  // spill files now; every later use raises. Idempotent.
+  void close() {
     nb::gil_scoped_release no_gil;  // joining workers may wait for a kernel that needs the GIL
     plane.reset();
+  }
+
+  DataPlane& live() const {
+    if (!plane) throw Error(ErrorCode::InvalidArgument, "data plane: used after close()");
+    return *plane;
   }
 
   RunReport run(const std::shared_ptr<CallMemory>& memory, nb::callable compute, double stall_timeout_s,
@@ -93,7 +102,7 @@ struct PyDataPlane {
     options.stall_timeout_s = stall_timeout_s;
     options.cancel = std::move(cancel);
     nb::gil_scoped_release no_gil;
-    return plane->run(memory, std::move(kernel), options, std::move(copies));
+    return live().run(memory, std::move(kernel), options, std::move(copies));
   }
 };
 
@@ -129,10 +138,10 @@ void bind_data_plane(nb::module_& m) {
            "Allocates the program's resident arenas and books them in its ledger. A program that spills needs "
            "io and spill_dir, an existing directory for its spill files: anonymous files, so nothing is ever "
            "left in it.")
-      .def("begin_call", [](PyDataPlane& self, double timeout_s) { return self.plane->begin_call(timeout_s); },
+      .def("begin_call", [](PyDataPlane& self, double timeout_s) { return self.live().begin_call(timeout_s); },
            "timeout_s"_a, nb::call_guard<nb::gil_scoped_release>(),
            "A call's memory, once the ledger has room for its working set (MemoryCapacityError on timeout).")
-      .def("end_call", [](PyDataPlane& self, const std::shared_ptr<CallMemory>& memory) { self.plane->end_call(memory); },
+      .def("end_call", [](PyDataPlane& self, const std::shared_ptr<CallMemory>& memory) { self.live().end_call(memory); },
            "memory"_a)
       .def("run", &PyDataPlane::run, "memory"_a, "compute"_a, "stall_timeout_s"_a = 300.0,
            "cancel"_a.none() = nb::none(), "device_copy"_a.none() = nb::none(),
@@ -143,19 +152,22 @@ void bind_data_plane(nb::module_& m) {
       .def("view", [](PyDataPlane& self, const CallMemory& memory, std::int64_t id) {
              return buffer_view(*self.program, memory, id);
            }, "memory"_a, "buffer_id"_a, "A uint8 tensor over a buffer the core holds (resident or this call's).")
-      .def("resident_memory", [](PyDataPlane& self) { return self.plane->resident_memory(); },
+      .def("resident_memory", [](PyDataPlane& self) { return self.live().resident_memory(); },
            "The resident buffers alone, for filling them before the first call.")
       .def("bind_resident",
            [](PyDataPlane& self, std::int64_t buffer_id, std::uintptr_t address, std::int64_t nbytes) {
-             self.plane->bind_resident(buffer_id, from_address(address), nbytes);
+             self.live().bind_resident(buffer_id, from_address(address), nbytes);
            },
            "buffer_id"_a, "address"_a, "nbytes"_a,
            "Binds a resident, torch-owned buffer to nbytes at address (a tensor's data_ptr(), kept alive "
            "as long as the plane) for every call begun after it; before calls start.")
-      .def("held", [](PyDataPlane& self, std::int32_t tier) { return self.plane->ledger().held(tier); }, "tier"_a)
-      .def("ledger_peak", [](PyDataPlane& self, std::int32_t tier) { return self.plane->ledger().peak(tier); },
+      .def("held", [](PyDataPlane& self, std::int32_t tier) { return self.live().ledger().held(tier); }, "tier"_a)
+      .def("ledger_peak", [](PyDataPlane& self, std::int32_t tier) { return self.live().ledger().peak(tier); },
            "tier"_a)
-      .def_prop_ro("program", [](PyDataPlane& self) { return self.program; });
+      .def_prop_ro("program", [](PyDataPlane& self) { return self.program; })
+      .def("close", &PyDataPlane::close,
+           "Frees the resident and pooled arenas (those no view holds), joins the workers and closes the "
+           "spill files at once; every later use raises. Idempotent.");
 }
 
 }  // namespace tt::bindings

@@ -5,7 +5,8 @@ import logging
 from . import pipeline  # noqa: F401 - registers compiled.export_pipeline
 from .api import compile, compile_modules
 from .artifact.load import load_compiled
-from .capture.module_graph import GraphInput, ModuleGraph, ModuleNode, NodeOutput
+from .capture.graph_values import GraphInput, NodeOutput
+from .capture.module_graph import ModuleGraph, ModuleNode
 from .config import CompileConfig
 from .errors import (
     ArgumentValueError,
@@ -16,12 +17,14 @@ from .errors import (
     ConfigValueError,
     ExecutionCancelled,
     ExecutionStalled,
+    GraphCaptureError,
     GraphDefinitionError,
     GraphDefinitionTypeError,
     InputMismatchError,
     InternalError,
     InvalidArgumentError,
     MemoryCapacityError,
+    ModuleClosedError,
     NumericsError,
     PlanningError,
     ScheduleError,
@@ -53,6 +56,7 @@ __all__ = [
     "ConfigValueError",
     "ExecutionCancelled",
     "ExecutionStalled",
+    "GraphCaptureError",
     "GraphDefinitionError",
     "GraphDefinitionTypeError",
     "GraphInput",
@@ -60,6 +64,7 @@ __all__ = [
     "InternalError",
     "InvalidArgumentError",
     "MemoryCapacityError",
+    "ModuleClosedError",
     "NumericsError",
     "ModuleGraph",
     "ModuleNode",

@@ -12,9 +12,8 @@ from torch import nn
 
 from .build import Build
 from .capture import capture_model, normalize
-from .capture.composed_module import compose
 from .capture.export import check_model, functional_program
-from .capture.module_graph import ModuleGraph, series
+from .capture.module_graph import ModuleGraph, checked, series
 from .config import CompileConfig
 from .errors import InvalidArgumentError, UnsupportedFeatureError
 from .from_checkpoint import compile_from_checkpoint, exported_source
@@ -25,7 +24,6 @@ from .hardware.virtual import VirtualDevice, check_machine
 from .observe.progress import CompileProgress
 from .planning.fit import check_fits, weight_bytes
 from .planning.machine import resolve_machine
-from .planning.streaming import UNBOUNDED
 from .runtime import CompiledModule
 from .runtime.numerics_check import check_numerics
 
@@ -76,39 +74,40 @@ def compile(
     # Accelerators are probed only for a plan that may use one: probing creates CUDA contexts.
     budgets = resolve_budgets(config, devices=discover_devices(accelerators=names_accelerator(devices)))
     hold_torch_threads(budgets.cpus)
-    model = check_model(compose(model, args, kwargs) if isinstance(model, ModuleGraph) else model)
+    model = check_model(checked(model, args, kwargs) if isinstance(model, ModuleGraph) else model)
     model_name = "ExportedProgram" if exported is not None else type(model).__qualname__
     check_weights_present(model)
-    # A RAM budget given that the weights exceed: they stream from the weights cache, and
-    # the streaming program (not the placement) holds RAM to the budget.
+    # Under a RAM budget given, the planner keeps the weights in RAM where that whole plan
+    # fits, else streams them from the weights cache (Build.within_budget).
     over_budget = config.ram_budget_bytes is not None and weight_bytes(model) > budgets.ram.amount
-    streaming = over_budget and config.allow_disk_streaming
-    if streaming and config.allow_training:
+    if over_budget and config.allow_disk_streaming and config.allow_training:
         raise UnsupportedFeatureError(
             "training (allow_training=True)",
             f"weights streamed from disk (ram_budget_bytes={config.ram_budget_bytes} is below the weights' "
             f"{weight_bytes(model)} bytes)",
             "raise the RAM budget so that the weights stay in memory",
         )
-    ram = UNBOUNDED if streaming else budgets.ram.amount
-    plan_machine = resolve_machine(devices, check_machine(machine), ram, named_accelerators(devices, budgets))
+    may_stream = config.ram_budget_bytes is not None and config.allow_disk_streaming and not config.allow_training
+    plan_machine = resolve_machine(
+        devices, check_machine(machine), budgets.ram.amount, named_accelerators(devices, budgets)
+    )
     plan_machine.check_activation_budget(config.activation_budget_bytes, "tt.compile")
-    if not streaming:
+    if not may_stream:
         check_fits(weight_bytes(model), budgets, streaming_refused=over_budget)  # before export: the heavy work
 
     stages = (
         STAGES[:2]
         + ["compile regions"]
         + STAGES[2:]
-        + (["stream"] if streaming else [])
+        + (["stream"] if over_budget else [])
         + (["training"] if config.allow_training else [])
     )
-    build = Build(model, model_name, args, kwargs, config, budgets, plan_machine)
+    build = Build(model, model_name, args, kwargs, config, budgets, plan_machine, may_stream=may_stream)
     with CompileProgress(stages) as progress:
         with progress.stage("export"):
             captured = functional_program(exported) if exported is not None else capture_model(model, args, kwargs)
         program = normalize(captured)
-        compiled, placement = build.compiled(program, progress.stage, streaming, progress=progress)
+        compiled, placement = build.within_budget(program, progress.stage, progress=progress)
         if config.checks_numerics:
             with progress.stage("check numerics"):
                 compiled.numerics_note = check_numerics(compiled, program, args, kwargs, config)

@@ -5,20 +5,24 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from dataclasses import replace
 
 import torch
 
 from .artifact.streamed_weights import stream_from_cache
 from .capture import InputSignature, capture_model, normalize
+from .errors import MemoryCapacityError, PlanningError
 from .objective import ObjectiveFunction
+from .observe.units import format_bytes
 from .partition import layer_paths, parameter_owners, partition
 from .planning import build_plan
 from .planning.costs import region_costs
 from .planning.fit import weight_bytes
+from .planning.machine import RAM
 from .planning.placement import place
 from .planning.profile_cache import profiled_cpu_seconds
 from .planning.saved_for_backward import saved_bytes
-from .planning.streaming import Layout
+from .planning.streaming import UNBOUNDED, Layout
 from .runtime import CompiledModule
 from .runtime.device_kernels import accelerator_regions
 from .runtime.packed_weights import pack_room_bytes
@@ -35,6 +39,8 @@ class Build:
     shapes, run to time the regions. An artifact's loader passes the layers its regions
     were cut at (`layers`; by default the model's modules), `model_forward=False` (its
     model is a tree of weights, with no forward to call) and an `origin` for explain().
+    `may_stream`: the weights may stream from disk where keeping them in RAM does not fit
+    the RAM budget (see within_budget).
     """
 
     def __init__(
@@ -50,11 +56,13 @@ class Build:
         layers: frozenset[str] | None = None,
         model_forward: bool = True,
         origin: str = "",
+        may_stream: bool = False,
     ) -> None:
         self.model, self.model_name, self.args, self.kwargs = model, model_name, args, kwargs
         self.config, self.budgets, self.plan_machine = config, budgets, plan_machine
         self.layers = layer_paths(model) if layers is None else layers
         self.model_forward, self.origin = model_forward, origin
+        self.may_stream = may_stream
 
     def compiled(self, program, stage, streaming: bool = False, training: bool = False, progress=None):
         """The CompiledModule of `program` and its placement; `stage` marks the progress
@@ -63,11 +71,7 @@ class Build:
         model, config, budgets = self.model, self.config, self.budgets
         signature = InputSignature(self.args, self.kwargs)
         with stage("partition"):
-            # A region per parameter group where its weights move on every call: each streams alone,
-            # and each Linear may be split between the cpu and a device.
-            fine = streaming or self.plan_machine.shares_layers(weight_bytes(model))
-            layers = self.layers | (parameter_owners(program) if fine else frozenset())
-            regions = partition(program, layers, config.max_region_nodes, innermost=fine)
+            regions = self._partition(program, streaming)
         backends = eager_backends(len(regions))
         if not training:  # the training program runs aten's kernels op by op, which autograd records
             with stage("compile regions"):
@@ -91,14 +95,10 @@ class Build:
             with torch.random.fork_rng():  # a training program's random operations leave the caller's seed alone
                 seconds, reused = profiled_cpu_seconds(runner, flat)
                 log.debug("region times %s", "reused from the profile cache" if reused else "measured")
-                plan_machine = self.plan_machine.profiled(runner, flat)
+                # Streamed, the program that streams holds RAM to the budget, not the placement.
+                plan_machine = self._machine(streaming).profiled(runner, flat)
         with stage("plan"):
-            objective = ObjectiveFunction.make(
-                config.objective, config.objective_weights, plan_machine.slowest_link_bytes_per_s()
-            )
-            costs = region_costs(regions, seconds)
-            cpu_slots = config.max_concurrent_regions or budgets.cpus.amount
-            placement = place(runner, regions, costs, plan_machine, objective, budgets.cpus.amount, cpu_slots, training)
+            placement = self._place(runner, regions, seconds, plan_machine, training)
             plan = build_plan(regions, config, cpus=budgets.cpus.amount, placement=placement)
         streamed = None
         if streaming:
@@ -127,6 +127,64 @@ class Build:
                 region_backends=backends,
             )
         return compiled, placement
+
+    def within_budget(self, program, stage, progress=None):
+        """The CompiledModule of `program` and its placement: its weights in RAM where that
+        whole plan (weights and working set) fits the RAM budget, else, where `may_stream`,
+        streamed from the weights cache. Where neither fits, a PlanningError names the
+        smallest budget with which one does."""
+        in_ram_need = None
+        if not self.may_stream or weight_bytes(self.model) <= self.budgets.ram.amount:
+            try:
+                return self.compiled(program, stage, progress=progress)
+            except PlanningError as error:
+                if not self.may_stream or error.tier != self.plan_machine.tier_names[RAM]:
+                    raise
+                in_ram_need = error.needed_bytes
+                log.info("the weights in RAM with the activations need %d bytes: streaming them instead", in_ram_need)
+        try:
+            return self.compiled(program, stage, streaming=True, progress=progress)
+        except MemoryCapacityError as error:
+            if error.smallest_budget_bytes is None:
+                raise
+            streamed_need = error.smallest_budget_bytes
+            if in_ram_need is None and streamed_need > weight_bytes(self.model):
+                in_ram_need = self._in_ram_need(program)  # a plan keeping the weights in RAM may need less
+            raise _too_small(self.budgets.ram.amount, in_ram_need, streamed_need) from error
+
+    def _partition(self, program, streaming: bool):
+        # A region per parameter group where its weights move on every call: each streams alone,
+        # and each Linear may be split between the cpu and a device.
+        fine = streaming or self.plan_machine.shares_layers(weight_bytes(self.model))
+        layers = self.layers | (parameter_owners(program) if fine else frozenset())
+        return partition(program, layers, self.config.max_region_nodes, innermost=fine)
+
+    def _machine(self, streaming: bool):
+        return replace(self.plan_machine, ram_bytes=UNBOUNDED) if streaming else self.plan_machine
+
+    def _place(self, runner, regions, seconds, plan_machine, training: bool = False):
+        config, cpus = self.config, self.budgets.cpus.amount
+        objective = ObjectiveFunction.make(
+            config.objective, config.objective_weights, plan_machine.slowest_link_bytes_per_s()
+        )
+        cpu_slots = config.max_concurrent_regions or cpus
+        return place(
+            runner, regions, region_costs(regions, seconds), plan_machine, objective, cpus, cpu_slots, training
+        )
+
+    def _in_ram_need(self, program) -> int:
+        """The RAM that the plan keeping the weights in RAM needs, placed as compiled() would
+        place it (region times measured where devices make the placement depend on them)."""
+        regions = self._partition(program, streaming=False)
+        runner = ProgramRunner(program, regions)
+        machine = replace(self.plan_machine, ram_bytes=UNBOUNDED)
+        seconds = [0.0] * len(regions)
+        if not machine.is_cpu_only:
+            flat = InputSignature(self.args, self.kwargs).flatten(self.args, self.kwargs)
+            seconds, _ = profiled_cpu_seconds(runner, flat)
+            machine = machine.profiled(runner, flat)
+        placement = self._place(runner, regions, seconds, machine)
+        return placement.chosen.simulated.arena_bytes[RAM]
 
     def _pack_room_bytes(self, streaming: bool) -> int:
         """The RAM that packed copies of weights may take (runtime/packed_weights.py) in a
@@ -175,3 +233,19 @@ class Build:
         (planning/placement.py)."""
         program = normalize(capture_model(self.model, self.args, self.kwargs, training=True))
         return self.compiled(program, lambda name: contextlib.nullcontext(), training=True)[0]
+
+
+def _too_small(budget: int, in_ram_need: int | None, streamed_need: int) -> PlanningError:
+    """The error for a RAM budget below every plan: it names the smallest budget that
+    compiles, of the plan keeping the weights in RAM and the streamed ones."""
+    smallest = min(streamed_need, in_ram_need if in_ram_need is not None else streamed_need)
+    in_ram = f"weights in RAM: {in_ram_need} bytes; " if in_ram_need is not None else ""
+    return PlanningError(
+        f"no plan fits host RAM: ram_budget_bytes={budget} ({format_bytes(budget)}) is below the smallest budget "
+        f"this model compiles with: {smallest} bytes ({format_bytes(smallest)}), weights and working set "
+        f"({in_ram}weights streamed from disk: {streamed_need} bytes)",
+        tier="ram",
+        needed_bytes=smallest,
+        allowed_bytes=budget,
+        smallest_budget_bytes=smallest,
+    )

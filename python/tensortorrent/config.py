@@ -6,6 +6,7 @@ value ConfigValueError (a ValueError), and the message names the field.
 
 from __future__ import annotations
 
+import difflib
 import math
 import os
 from dataclasses import dataclass, fields
@@ -102,6 +103,26 @@ class CompileConfig:
     atol: float | None = None
     rtol: float | None = None
 
+    def __new__(cls, *args: object, **kwargs: object) -> CompileConfig:
+        # Here, before the generated __init__ raises Python's own TypeError, so that a name
+        # the earlier project documented gets what to use instead.
+        for name in kwargs:
+            if name not in _FIELD_NAMES:
+                raise ConfigTypeError(unknown_field_message(name))
+        return super().__new__(cls)
+
+    @classmethod
+    def polite(cls, **overrides: object) -> CompileConfig:
+        """A config that leaves the machine usable by others: half the CPU cores and half
+        the RAM the budget resolver finds available (the cgroup's limit or the OS's
+        available memory, less its reserve) as ram_budget_bytes. `overrides` set any
+        other field, or replace either figure."""
+        from .hardware.budgets import resolve_budgets  # the resolver reads a config: imported when called
+
+        budgets = resolve_budgets(cls())
+        figures = {"cpu_budget": max(1, budgets.cpus.amount // 2), "ram_budget_bytes": max(1, budgets.ram.amount // 2)}
+        return cls(**{**figures, **overrides})
+
     def __post_init__(self) -> None:
         _check_int("max_region_nodes", self.max_region_nodes, minimum=1)
         _check_bool("prefer_direct_path", self.prefer_direct_path)
@@ -161,6 +182,31 @@ class CompileConfig:
         values = {f.name: getattr(self, f.name) for f in fields(self)}
         values["objective"] = self.objective.value
         return values
+
+
+# Fields of the earlier TensorTorrent's CompileConfig, and what takes their place here.
+FORMER_FIELDS = {
+    "allow_gpu": 'use tt.compile(..., devices="cpu") for allow_gpu=False (devices="auto", the default, uses the GPUs)',
+    "allow_nvme_streaming": "use allow_disk_streaming (weights stream from any disk, NVMe or not)",
+    "allow_concurrent_regions": "use max_concurrent_regions=1 for allow_concurrent_regions=False",
+    "use_torch_compile": 'use region_backend="inductor" (or "auto": per region, whichever ran faster)',
+    "measure_regions": "nothing to set: every region is timed on this machine at compile time (explain() shows "
+    "the times)",
+    "profile_level": "nothing to set: every region is timed on this machine at compile time; "
+    "compiled.profile(*inputs) times them again and compiled.trace(path) writes a call's timeline",
+}
+
+
+def unknown_field_message(name: str) -> str:
+    """What ConfigTypeError says of a field CompileConfig does not have: what to use instead."""
+    if name in FORMER_FIELDS:
+        return f"CompileConfig has no field {name!r} (the earlier TensorTorrent's); {FORMER_FIELDS[name]}"
+    close = difflib.get_close_matches(name, _FIELD_NAMES, n=1)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    return f"CompileConfig has no field {name!r}; {hint}its fields are {', '.join(_FIELD_NAMES)}"
+
+
+_FIELD_NAMES = tuple(f.name for f in fields(CompileConfig))
 
 
 def _type_name(value: object) -> str:

@@ -37,19 +37,38 @@ class CaptureError(TensorTorrentError):
     """torch.export could not capture the model; the message carries export's reason."""
 
 
+GraphCaptureError = CaptureError  # the earlier project's name for it: one class, both names
+
+
 class InputMismatchError(TensorTorrentError, ValueError):
     """A call's inputs differ in structure, shape, dtype or device from those compiled for."""
 
 
 class MemoryCapacityError(TensorTorrentError, MemoryError):
-    """The model's weights exceed the memory a plan can keep them in; says what is needed and available."""
+    """The model's weights exceed the memory a plan can keep them in; says what is needed and available.
+
+    `smallest_budget_bytes`, where known, is the smallest RAM budget with which the model
+    compiles: the one the message names.
+    """
+
+    def __init__(self, message: str, *, smallest_budget_bytes: int | None = None) -> None:
+        super().__init__(message)
+        self.smallest_budget_bytes = smallest_budget_bytes
 
 
-class PlanningError(TensorTorrentError):
+class PlanningError(MemoryCapacityError):
     """No plan fits the machine: names the tier, the bytes needed there and the bytes it allows."""
 
-    def __init__(self, message: str, *, tier: str, needed_bytes: int, allowed_bytes: int) -> None:
-        super().__init__(message)
+    def __init__(
+        self,
+        message: str,
+        *,
+        tier: str,
+        needed_bytes: int,
+        allowed_bytes: int,
+        smallest_budget_bytes: int | None = None,
+    ) -> None:
+        super().__init__(message, smallest_budget_bytes=smallest_budget_bytes)
         self.tier = tier
         self.needed_bytes = needed_bytes
         self.allowed_bytes = allowed_bytes
@@ -141,6 +160,10 @@ class StorageIOError(StorageError, OSError):
 
 class ExecutionCancelled(TensorTorrentError):
     """The call stopped because request_cancel() was called (native code Cancelled)."""
+
+
+class ModuleClosedError(TensorTorrentError, ValueError):
+    """A CompiledModule was called (or saved) after close(), which released its program."""
 
 
 class ExecutionStalled(TensorTorrentError, TimeoutError):

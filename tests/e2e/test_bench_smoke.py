@@ -37,7 +37,8 @@ def test_overhead_benchmark_quick_run(tmp_path):
 
 
 S1_KEYS = set("suite benchmark mode utc machine versions torch_threads settings workloads duration_s".split())
-S1_SYSTEMS = {"eager", "torch_compile", "onnxruntime", "tensortorrent", "tensortorrent_inductor", "tensortorrent_auto"}
+S1_SYSTEMS = {"eager", "torch_compile", "torch_compile_frozen", "onnxruntime", "tensortorrent"}
+S1_SYSTEMS |= {"tensortorrent_inductor", "tensortorrent_auto"}
 S1_OK_KEYS = {"status", "timing", "ratio_to_eager", "paired_ratios", "max_abs_error", "cosine", "argmax_agreement"}
 S1_OK_KEYS |= {"build_s", "notes"}
 
@@ -53,7 +54,7 @@ def test_s1_fit_benchmark_quick_run(tmp_path):
     for name, workload in results["workloads"].items():
         systems = workload["systems"]
         assert set(systems) == S1_SYSTEMS, "no system is ever dropped"
-        for system in ("torch_compile", "tensortorrent_inductor", "tensortorrent_auto"):
+        for system in ("torch_compile", "torch_compile_frozen", "tensortorrent_inductor", "tensortorrent_auto"):
             assert systems[system]["status"] == "skipped"
         for system in ("eager", "tensortorrent"):
             result = systems[system]

@@ -1,121 +1,86 @@
-"""ModuleGraph: modules wired together by references, checked and copied on construction."""
+"""ModuleGraph: modules wired together by references, checked and copied on construction,
+and run as one nn.Module (which tt.compile captures as a whole)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import nn
 
 from ..errors import GraphDefinitionError, GraphDefinitionTypeError
+from .export import eval_mode
+from .graph_values import GraphInput, NodeOutput, copy_structure, node_outputs_in, resolve
 
-CONSTANT_TYPES = (bool, int, float, str, type(None), torch.Tensor)
-
-# A node's module becomes an attribute of the composed module under the node's name, so
-# the name cannot be one nn.Module already uses, nor `graph`, where the composed module
-# keeps its ModuleGraph.
-RESERVED_NAMES = frozenset(dir(nn.Module())) | {"graph"}
-
-VALUE_KINDS = (
-    "a GraphInput, a NodeOutput, a constant (number, bool, None, str, tensor) or a list, tuple or dict of those"
-)
+# A node's module becomes a submodule of the graph under the node's name, so the name
+# cannot be one nn.Module already uses, nor one of the graph's own attributes.
+RESERVED_NAMES = frozenset(dir(nn.Module())) | {"nodes", "outputs"}
 
 
-@dataclass(frozen=True, repr=False)
-class GraphInput:
-    """An input of the composition: an int indexes the positional inputs, a str names a keyword input."""
-
-    name_or_index: int | str
-
-    def __post_init__(self) -> None:
-        key = self.name_or_index
-        if isinstance(key, bool) or not isinstance(key, (int, str)):
-            raise GraphDefinitionTypeError(
-                f"GraphInput: expected an int index or a str name, got {type(key).__name__} ({key!r})"
-            )
-        if isinstance(key, int) and key < 0:
-            raise GraphDefinitionError(f"GraphInput: a positional index must be >= 0, got {key}")
-
-    def __repr__(self) -> str:
-        return f"GraphInput({self.name_or_index!r})"
-
-
-@dataclass(frozen=True, repr=False)
-class NodeOutput:
-    """The output of node `node`, or the part of it that `path` selects, step by step.
-
-    A str step is a mapping key or, failing that, an attribute (a ModelOutput field); an
-    int step is a sequence index. NodeOutput("split", ("pair", 1)) is output["pair"][1].
-    """
-
-    node: str
-    path: tuple[str | int, ...] = ()
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.node, str):
-            raise GraphDefinitionTypeError(
-                f"NodeOutput: expected a node name (str), got {type(self.node).__name__} ({self.node!r})"
-            )
-        if not isinstance(self.path, (tuple, list)):
-            raise GraphDefinitionTypeError(
-                f"NodeOutput({self.node!r}): path must be a tuple of str keys and int indices, "
-                f"got {type(self.path).__name__} ({self.path!r})"
-            )
-        for step in self.path:
-            if isinstance(step, bool) or not isinstance(step, (str, int)):
-                raise GraphDefinitionTypeError(
-                    f"NodeOutput({self.node!r}): a path step must be a str key or an int index, "
-                    f"got {type(step).__name__} ({step!r})"
-                )
-        object.__setattr__(self, "path", tuple(self.path))
-
-    def __repr__(self) -> str:
-        return f"NodeOutput({self.node!r}, {self.path!r})" if self.path else f"NodeOutput({self.node!r})"
-
-
-@dataclass(frozen=True, eq=False)
 class ModuleNode:
     """One call in a ModuleGraph, `module(*args, **kwargs)`, whose result is named `name`.
 
-    args and kwargs hold references (GraphInput, NodeOutput), constants, and lists, tuples
-    and dicts of those. Their containers are copied, so later changes to the caller's
-    lists and dicts do not reach the node; modules and tensors are shared, not copied.
+    args (or, as the earlier TensorTorrent spelled it, `inputs`) and kwargs hold references
+    (GraphInput, NodeOutput), constants, and lists, tuples and dicts of those. Their
+    containers are copied, so later changes to the caller's lists and dicts do not reach
+    the node; modules and tensors are shared, not copied.
     """
 
-    name: str
-    module: nn.Module
-    args: tuple = ()
-    kwargs: dict[str, Any] | None = None
+    __slots__ = ("name", "module", "args", "kwargs")
 
-    def __post_init__(self) -> None:
-        check_node_name(self.name)
-        where = f"node {self.name!r}"
-        if not isinstance(self.module, nn.Module):
-            module_type = type(self.module)
+    def __init__(
+        self, name: str, module: nn.Module, args: tuple = (), kwargs: dict[str, Any] | None = None, *, inputs=None
+    ) -> None:
+        check_node_name(name)
+        where = f"node {name!r}"
+        if not isinstance(module, nn.Module):
+            module_type = type(module)
             raise GraphDefinitionTypeError(
                 f"{where}: expected a torch.nn.Module, got {module_type.__module__}.{module_type.__qualname__}"
             )
-        if not isinstance(self.args, (tuple, list)):
-            raise GraphDefinitionTypeError(f"{where}: args must be a tuple, got {type(self.args).__name__}")
-        kwargs = {} if self.kwargs is None else self.kwargs
+        if inputs is not None:
+            if args != ():
+                raise GraphDefinitionError(f"{where}: give args or inputs (the same thing), not both")
+            args = inputs
+        if not isinstance(args, (tuple, list)):
+            raise GraphDefinitionTypeError(f"{where}: args must be a tuple, got {type(args).__name__}")
+        kwargs = {} if kwargs is None else kwargs
         if not isinstance(kwargs, dict):
             raise GraphDefinitionTypeError(f"{where}: kwargs must be a dict, got {type(kwargs).__name__}")
-        object.__setattr__(self, "args", copy_structure(tuple(self.args), f"{where} args"))
-        object.__setattr__(self, "kwargs", copy_structure(kwargs, f"{where} kwargs"))
+        self.name, self.module = name, module
+        self.args = copy_structure(tuple(args), f"{where} args")
+        self.kwargs = copy_structure(kwargs, f"{where} kwargs")
+
+    @property
+    def inputs(self) -> tuple:
+        """The positional arguments: the earlier TensorTorrent's name for args."""
+        return self.args
+
+    def __repr__(self) -> str:
+        return (
+            f"ModuleNode({self.name!r}, {type(self.module).__qualname__}, args={self.args!r}, kwargs={self.kwargs!r})"
+        )
 
 
-class ModuleGraph:
-    """Modules wired into one composition that tt.compile captures and runs as a whole.
+class ModuleGraph(nn.Module):
+    """Modules wired into one composition: an nn.Module that runs them, which tt.compile
+    captures and compiles as a whole.
 
     nodes run in the given order, which must be topological: a node reads only graph
     inputs and the outputs of nodes before it. outputs is a reference, a constant, or
-    lists, tuples and dicts of those; calls return it with the same container types.
-    Everything is checked here, before any export, and the containers are copied.
+    lists, tuples and dicts of those; calls return it with the same container types. By
+    default it is the last node's output. Everything is checked here, before any export,
+    and the containers are copied.
+
+    Each node's module is a submodule under the node's name, so parameter names start
+    with it (encoder.0.weight), eval() and train() reach it, and the graph's parameters are
+    its modules'. A module that several nodes call is one object under several names: its
+    weights are shared, and tt.compile binds them once (explain() says tied). The forward
+    is plain Python over a fixed structure, which torch.export traces through.
     """
 
-    def __init__(self, nodes: list[ModuleNode], outputs: Any) -> None:
+    def __init__(self, nodes: list[ModuleNode], outputs: Any = None) -> None:
+        super().__init__()
         if not isinstance(nodes, (list, tuple)):
             raise GraphDefinitionTypeError(
                 f"ModuleGraph: nodes must be a list of ModuleNode, got {type(nodes).__name__}"
@@ -129,11 +94,39 @@ class ModuleGraph:
                 )
         # Rebuilt rather than shared: a node's kwargs is a dict the caller could still change.
         self.nodes: tuple[ModuleNode, ...] = tuple(ModuleNode(n.name, n.module, n.args, n.kwargs) for n in nodes)
-        self.outputs = copy_structure(outputs, "outputs")
+        self.outputs = NodeOutput(self.nodes[-1].name) if outputs is None else copy_structure(outputs, "outputs")
         _check_references(self.nodes, self.outputs)
+        for node in self.nodes:
+            self.add_module(node.name, node.module)
 
-    def __repr__(self) -> str:
-        return f"ModuleGraph(nodes={[node.name for node in self.nodes]}, outputs={self.outputs!r})"
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        results: dict[str, Any] = {}
+        for node in self.nodes:
+            node_args = resolve(node.args, args, kwargs, results)
+            node_kwargs = resolve(node.kwargs, args, kwargs, results)
+            results[node.name] = getattr(self, node.name)(*node_args, **node_kwargs)
+        return resolve(self.outputs, args, kwargs, results)
+
+    def extra_repr(self) -> str:
+        return f"outputs={self.outputs!r}"
+
+
+def checked(graph: ModuleGraph, args: tuple, kwargs: dict) -> ModuleGraph:
+    """The graph, run once on the example inputs in eval mode to check its references.
+
+    Whether a path selects something inside a node's output, or a GraphInput exists, can
+    only be known once there are outputs and inputs: this run is the first, and it raises
+    GraphDefinitionError naming the reference, before export would bury it in a trace.
+    Buffers the run writes (counters, caches) are restored: compiling must not count as a call.
+    """
+    saved_buffers = [(buffer, buffer.clone()) for buffer in graph.buffers()]
+    with eval_mode(graph), torch.no_grad():
+        try:
+            graph(*args, **kwargs)
+        finally:
+            for buffer, saved in saved_buffers:
+                buffer.copy_(saved)
+    return graph
 
 
 def series(modules: object, names: object, positional_inputs: int, keyword_inputs: list[str]) -> ModuleGraph:
@@ -167,32 +160,6 @@ def check_node_name(name: object) -> None:
         )
     if name in RESERVED_NAMES:
         raise GraphDefinitionError(f"ModuleNode {name!r}: the name is reserved (a torch.nn.Module attribute, or graph)")
-
-
-def copy_structure(value: Any, where: str) -> Any:
-    """`value` with its lists, tuples and dicts copied; raises, naming `where`, on anything else unsupported."""
-    if isinstance(value, (GraphInput, NodeOutput, *CONSTANT_TYPES)):
-        return value
-    if type(value) in (list, tuple):
-        return type(value)(copy_structure(item, f"{where}[{index}]") for index, item in enumerate(value))
-    if type(value) is dict:
-        for key in value:
-            if not isinstance(key, str):
-                raise GraphDefinitionTypeError(f"{where}: dict keys must be str, got {type(key).__name__} ({key!r})")
-        return {key: copy_structure(item, f"{where}[{key!r}]") for key, item in value.items()}
-    raise GraphDefinitionTypeError(f"{where}: unsupported {type(value).__qualname__}; expected {VALUE_KINDS}")
-
-
-def node_outputs_in(value: Any) -> Iterator[NodeOutput]:
-    """The NodeOutput references in a copied structure."""
-    if isinstance(value, NodeOutput):
-        yield value
-    elif type(value) in (list, tuple):
-        for item in value:
-            yield from node_outputs_in(item)
-    elif type(value) is dict:
-        for item in value.values():
-            yield from node_outputs_in(item)
 
 
 def _check_references(nodes: tuple[ModuleNode, ...], outputs: Any) -> None:

@@ -9,6 +9,7 @@ The CPU is the one-tier case of the lowering: every region computes there.
 
 from __future__ import annotations
 
+import itertools
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -169,30 +170,46 @@ def plan_streaming(
             f"ram_budget_bytes={budget_bytes} ({format_bytes(budget_bytes)}) cannot hold every weight with the "
             f"activations, and CompileConfig.allow_disk_streaming=False keeps them all in RAM ({last})"
         )
-    everything = streamed_regions(groups, streamable, spread)
-    every = streamed_program(
-        runner,
-        names,
-        UNBOUNDED,
-        cpu_slots,
-        weights,
-        everything,
-        prefetch,
-        activation_budget=activation_budget,
-        layout=layout,
-        bounded_devices=False,
-    )
-    needed = every.program.memory_plan.arena_bytes[0]
-    if needed <= budget_bytes:  # RAM is not what overflows: a device's memory is
-        raise MemoryCapacityError(
-            f"with the weights streamed within ram_budget_bytes={budget_bytes} ({format_bytes(budget_bytes)}), "
-            f"a device of the placement cannot hold its regions' weights and activations ({last})"
-        )
-    raise MemoryCapacityError(
-        f"ram_budget_bytes={budget_bytes} ({format_bytes(budget_bytes)}) is below the smallest working set this "
-        f"model can stream with: {needed} bytes ({format_bytes(needed)}), with every streamable region streamed "
-        f"at prefetch distance {prefetch} ({last})"
-    )
+    raise last
+
+
+def smallest_streamed_ram(
+    runner,
+    names: Sequence[str],
+    weights: WeightsOnDisk,
+    cpu_slots: int,
+    distances: Sequence[int],
+    activation_budget: int | None = None,
+    layout: Layout | None = None,
+) -> int:
+    """The least RAM that any layout choose_disk_tier weighs needs (each prefetch distance
+    of `distances`, every count of streamed regions, spread or first): the smallest budget
+    with which it finds one. Not always the layout streaming the most: a prefetched load
+    holds its buffer while the region before it computes."""
+    groups = size_groups(runner, weights, layout)
+    streamable = sum(len(group) for group in groups)
+    needs = []
+    for distance in distances:
+        tried: set[frozenset[int]] = set()
+        for spread, count in itertools.product((True, False), range(streamable + 1)):
+            streamed = streamed_regions(groups, count, spread)
+            if streamed in tried:
+                continue
+            tried.add(streamed)
+            every = streamed_program(
+                runner,
+                names,
+                UNBOUNDED,
+                cpu_slots,
+                weights,
+                streamed,
+                distance,
+                activation_budget=activation_budget,
+                layout=layout,
+                bounded_devices=False,
+            )
+            needs.append(every.program.memory_plan.arena_bytes[0])
+    return min(needs)
 
 
 @dataclass(frozen=True)
@@ -263,7 +280,19 @@ def choose_disk_tier(
             in_flight = min(window_reads(plan, request_bytes), threads)
             candidates.append((-in_flight, simulate_plan(plan, region_seconds, speed), plan, spread))
     if not candidates:
-        raise failure
+        if not allow_streaming:
+            raise failure
+        smallest = smallest_streamed_ram(runner, names, weights, cpu_slots, distances, activation_budget, layout)
+        if smallest <= budget_bytes:  # RAM is not what overflows: a device's memory is
+            raise MemoryCapacityError(
+                f"with the weights streamed within ram_budget_bytes={budget_bytes} ({format_bytes(budget_bytes)}), "
+                f"a device of the placement cannot hold its regions' weights and activations ({failure})"
+            )
+        raise MemoryCapacityError(
+            f"ram_budget_bytes={budget_bytes} ({format_bytes(budget_bytes)}) is below the smallest budget this "
+            f"model can stream its weights with: {smallest} bytes ({format_bytes(smallest)}) ({failure})",
+            smallest_budget_bytes=smallest,
+        )
     _, simulated, plan, spread = min(candidates, key=lambda c: (c[0], c[1].makespan_s))
     arrangement = "spread through the program" if spread else "the first of their size"
     streamable = sum(len(group) for group in size_groups(runner, weights, layout))

@@ -18,7 +18,13 @@ from .. import _core
 from ..capture.program import NormalizedProgram
 from ..capture.signature import InputSignature
 from ..config import CompileConfig
-from ..errors import ExecutionCancelled, TensorTorrentError, UnsupportedError, UnsupportedFeatureError
+from ..errors import (
+    ExecutionCancelled,
+    ModuleClosedError,
+    TensorTorrentError,
+    UnsupportedError,
+    UnsupportedFeatureError,
+)
 from ..files import write_text_atomically
 from ..observe.explain import explain, training_lines
 from ..observe.plan_page import write_plan_page
@@ -170,6 +176,7 @@ class CompiledModule(nn.Module):
         self._last_report: list[_core.RunReport | float | None] = [None]
         self._last_peaks: dict[str, int] = {}
         self._trainer: CompiledModule | None = None  # the training-mode program (attach_training)
+        self._closed = False
         self.training = False  # calls have eval semantics until train()
 
     def attach_training(self, trainer: CompiledModule) -> None:
@@ -271,6 +278,12 @@ class CompiledModule(nn.Module):
         grad = self.training and torch.is_grad_enabled()
         self._in_flight.add(token)
         try:
+            # Checked once the call counts as in flight: close() sets the flag before it
+            # waits for those, so either it waits for this call or this call sees the flag.
+            if self._closed:
+                raise ModuleClosedError(
+                    f"this compiled {self._model_name} was closed (close()); compile or load it again"
+                )
             if engine._mutation_lock is None:
                 outputs, report, peaks = engine._dispatch(flat, args, kwargs, token, grad)
             else:
@@ -338,6 +351,34 @@ class CompiledModule(nn.Module):
             if instruction.kind == _core.InstructionKind.Compute
         ]
         return _core.RunReport(records=records, wall_us=elapsed_us, workers=1)
+
+    def close(self) -> None:
+        """Releases the program now rather than when the module is collected: the calls
+        running are cancelled and waited for, then the data plane's arenas, worker and I/O
+        threads, spill files and page-locked ranges go, with the weights held on devices
+        and the submit() threads. Later calls raise tt.ModuleClosedError. Idempotent;
+        `with tt.compile(...) as compiled:` closes on leaving the block."""
+        if self._closed:
+            return
+        self._closed = True
+        self.request_cancel()
+        while self._in_flight:  # calls end at their next instruction, or a direct call at its end
+            time.sleep(0.001)
+        with self._submit_pool_lock:
+            pool, self._submit_pool = self._submit_pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)
+        if self._plane is not None:
+            self._plane.close()
+        self._on_device = None  # its device copies of the weights and its recorded graphs
+        if self._trainer is not None:
+            self._trainer.close()
+
+    def __enter__(self) -> CompiledModule:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def request_cancel(self) -> None:
         """Makes every call running at this moment raise ExecutionCancelled before its next

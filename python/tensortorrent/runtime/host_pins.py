@@ -39,7 +39,7 @@ class HostPins:
         self._refused: dict[int, int] = {}  # address -> bytes some backend refused
         self._owners: dict[int, object] = {}  # by id: what holds the ranges' memory, kept until they are released
         self._lock = threading.Lock()
-        weakref.finalize(self, _release, self._pinned, self._owners)
+        self.release = weakref.finalize(self, _release, self._pinned, self._owners)  # now, or when collected
 
     def cover(self, ranges: Iterable[tuple[int, int]], owner: object) -> None:
         """Registers with every backend the pages of each (address, bytes) range that no

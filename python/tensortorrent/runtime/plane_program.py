@@ -232,6 +232,19 @@ class PlaneProgram:
             for slot in range(self.runner.bound_count)
         ]
 
+    def close(self) -> None:
+        """Releases now what the program holds, once no call runs: its pinned ranges, then
+        its arenas (the views of them dropped first), workers, spill files and I/O threads,
+        and its weights held on devices. Every later call raises."""
+        if self.pins is not None:
+            self.pins.release()  # before the memory it registered goes
+        self.resident_tensors = {}
+        self.runner.rebind([None] * self.runner.bound_count)  # their views hold the resident arena
+        self._steps = None
+        self.held = HeldWeights()
+        self.plane.close()
+        self.io = None
+
     def run(
         self,
         flat_inputs: list[Any],
