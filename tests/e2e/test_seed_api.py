@@ -198,5 +198,10 @@ def test_a_polite_config_takes_half_the_cores_and_half_the_available_ram():
     assert abs(polite.ram_budget_bytes - budgets.ram.amount // 2) <= budgets.ram.amount // 20
     assert tt.CompileConfig.polite(max_region_nodes=3, cpu_budget=2).cpu_budget == 2
     encoder, _, x = two_linears()
-    compiled = tt.compile(encoder.eval(), (x,), tt.CompileConfig.polite(), devices="cpu")
-    torch.testing.assert_close(compiled(x), eager_outputs(encoder, (x,)))
+    threads = torch.get_num_threads()
+    try:
+        compiled = tt.compile(encoder.eval(), (x,), tt.CompileConfig.polite(), devices="cpu")
+        torch.testing.assert_close(compiled(x), eager_outputs(encoder, (x,)))
+        assert torch.get_num_threads() <= polite.cpu_budget  # torch's threads held to the budget
+    finally:
+        torch.set_num_threads(threads)  # process-wide: the tests after this one keep every core
