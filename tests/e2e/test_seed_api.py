@@ -5,6 +5,7 @@ CompileConfig.polite()."""
 
 from __future__ import annotations
 
+import gc
 import os
 
 import pytest
@@ -109,7 +110,16 @@ def arenas_of(plane) -> list[int]:
     return arenas
 
 
-def test_close_releases_arenas_threads_and_spill_files_at_once_and_later_calls_raise(tmp_path, monkeypatch):
+@pytest.fixture
+def without_gc():
+    """The cycle collector off: what close() releases must go at once, not at the next collection."""
+    gc.collect()
+    gc.disable()
+    yield
+    gc.enable()
+
+
+def test_close_releases_arenas_threads_and_spill_files_at_once_and_later_calls_raise(tmp_path, monkeypatch, without_gc):
     monkeypatch.setenv("TT_SPILL_DIR", str(tmp_path))  # the weights cache
     torch.manual_seed(0)
     model = nn.Sequential(*[nn.Sequential(nn.Linear(512, 512), nn.ReLU()) for _ in range(6)]).eval()

@@ -164,7 +164,9 @@ def plan_streaming(
         except ActivationBudgetError:
             raise  # streaming more weights makes no room for a region's activations
         except MemoryCapacityError as error:
-            last = error
+            # Kept without its traceback: that would hold this frame, and through it the
+            # callers' (an I/O engine's threads among their locals), in a cycle until gc.
+            last = error.with_traceback(None)
     if not allow_streaming:
         raise MemoryCapacityError(
             f"ram_budget_bytes={budget_bytes} ({format_bytes(budget_bytes)}) cannot hold every weight with the "
@@ -275,7 +277,7 @@ def choose_disk_tier(
             except ActivationBudgetError:
                 raise
             except MemoryCapacityError as error:
-                failure = error
+                failure = error.with_traceback(None)  # no cycle through this frame (see plan_streaming)
                 continue
             in_flight = min(window_reads(plan, request_bytes), threads)
             candidates.append((-in_flight, simulate_plan(plan, region_seconds, speed), plan, spread))
