@@ -147,9 +147,14 @@ def build_eager(w: Workload, scratch: Path) -> Built:
     return Built(call)
 
 
-def build_torch_compile(w: Workload, scratch: Path) -> Built:
-    """torch.compile is lazy: the first call compiles, so build_s covers it."""
-    compiled = torch.compile(w.model)
+def build_torch_compile(w: Workload, scratch: Path, frozen: bool = False) -> Built:
+    """torch.compile is lazy: the first call compiles, so build_s covers it. `frozen`: with
+    inductor's freezing (weights folded in as constants, oneDNN's prepacked convolutions
+    and products, batch norm folded), its strongest CPU setting for inference, given as
+    the backend's options (a backend of its own, so that dynamo compiles the model again
+    rather than reuse the plain compile's graph), on a copy of the model."""
+    model = copy.deepcopy(w.model) if frozen else w.model
+    compiled = torch.compile(model, options={"freezing": True}) if frozen else torch.compile(model)
 
     def call():
         with torch.no_grad():
@@ -157,23 +162,12 @@ def build_torch_compile(w: Workload, scratch: Path) -> Built:
 
     start = time.perf_counter()
     call()
-    return Built(call, time.perf_counter() - start, "inductor (default backend), whole model")
+    notes = "inductor with freezing=True, whole model" if frozen else "inductor (default backend), whole model"
+    return Built(call, time.perf_counter() - start, notes)
 
 
 def build_torch_compile_frozen(w: Workload, scratch: Path) -> Built:
-    """torch.compile with inductor's freezing: weights folded in as constants, oneDNN's
-    prepacked convolutions and products, batch norm folded; its strongest CPU setting for
-    inference. Given as the backend's options (a backend of its own, so that dynamo
-    compiles the model again rather than reuse the plain compile's graph), on a copy."""
-    compiled = torch.compile(copy.deepcopy(w.model), options={"freezing": True})
-
-    def call():
-        with torch.no_grad():
-            return compiled(*w.args, **w.kwargs)
-
-    start = time.perf_counter()
-    call()
-    return Built(call, time.perf_counter() - start, "inductor with freezing=True, whole model")
+    return build_torch_compile(w, scratch, frozen=True)
 
 
 class LogitsOnly(nn.Module):
