@@ -96,7 +96,7 @@ fuzz:
 	UBSAN_OPTIONS=print_stacktrace=1 build/fuzz/safetensors_fuzz -max_total_time=$(FUZZ_SECONDS) \
 		-max_len=4096 -artifact_prefix=build/fuzz/ build/fuzz/corpus cpp/fuzz/corpus/safetensors
 
-# The benchmarks, suite S1 first, S4 only where torch sees a CUDA GPU; then the README's tables
+# The benchmarks, suite S1 first, S4 only where torch sees a CUDA GPU; then the tables of docs/benchmarks.md
 # and docs/figures from the results. Their baselines are pyproject.toml's bench extra, installed
 # first as plain packages (torch stays as it is). QUICK=1 runs every script with --quick (small
 # and short: a smoke test, not a measurement), its results under build/bench-quick, so that

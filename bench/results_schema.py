@@ -3,7 +3,7 @@
 Hand-written, without a schema library, so `make test` needs nothing beyond the package.
 It checks the envelope every suite shares and only the parts of each file that
 bench/tables.py and bench/figures.py read: a field they read that is missing or of the
-wrong type would otherwise become a KeyError, or worse, a wrong cell in the README.
+wrong type would otherwise become a KeyError, or worse, a wrong cell in the tables of docs/benchmarks.md.
 `validate` raises ValueError naming the JSON path of the first problem (`$.a.b[2].c`).
 """
 

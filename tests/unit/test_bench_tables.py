@@ -358,7 +358,7 @@ def test_a_suite_not_run_gets_a_line_with_the_command(bench):
     assert "S2 has not been run: `.venv/bin/python bench/streaming.py`" in text
     assert "### S3: the planner" in text
     assert text.rstrip().endswith(
-        "![S3: optimality gap and planning time against graph size](docs/figures/s3_planner.png)"
+        "![S3: optimality gap and planning time against graph size](figures/s3_planner.png)"
     )
 
 
@@ -375,7 +375,7 @@ def test_check_detects_a_stale_readme_and_a_rewrite_fixes_it(bench, tmp_path, ca
     readme = tmp_path / "README.md"
     readme.write_text(f"# Title\n\n## Benchmarks\n\n{tables.BEGIN}\nold numbers\n{tables.END}\n\n## License\n")
     readme.chmod(0o644)
-    common = ["--readme", str(readme), "--results", str(results), "--figures", str(tmp_path / "none")]
+    common = ["--page", str(readme), "--results", str(results), "--figures", str(tmp_path / "none")]
     assert tables.main(["--check", *common]) == 1
     assert tables.main(common) == 0
     text = readme.read_text()
@@ -394,7 +394,7 @@ def test_a_readme_without_markers_or_a_broken_results_file_is_an_error(bench, tm
     readme = tmp_path / "README.md"
     readme.write_text("# Title\n")
     results = write_results(tmp_path / "results")
-    assert tables.main(["--readme", str(readme), "--results", str(results)]) == 2
+    assert tables.main(["--page", str(readme), "--results", str(results)]) == 2
     assert "bench-tables:begin" in capsys.readouterr().err and readme.read_text() == "# Title\n"
     broken = s1_results()
     del broken["torch_threads"]
