@@ -357,9 +357,7 @@ def test_a_suite_not_run_gets_a_line_with_the_command(bench):
     assert "S1 has not been run: `.venv/bin/python bench/s1_fit.py` writes `bench/results/s1-latest.json`." in text
     assert "S2 has not been run: `.venv/bin/python bench/streaming.py`" in text
     assert "### S3: the planner" in text
-    assert text.rstrip().endswith(
-        "![S3: optimality gap and planning time against graph size](figures/s3_planner.png)"
-    )
+    assert text.rstrip().endswith("![S3: optimality gap and planning time against graph size](figures/s3_planner.png)")
 
 
 def write_results(directory: Path, **files: dict) -> Path:
