@@ -17,6 +17,7 @@ from torch import nn
 import tensortorrent as tt
 from conftest import eager_outputs
 from tensortorrent.hardware import resolve_budgets
+from tensortorrent.runtime.plane_call import PlaneCall
 
 
 def two_linears() -> tuple[nn.Module, nn.Module, torch.Tensor]:
@@ -169,6 +170,41 @@ def test_a_direct_path_module_closes_too():
         torch.testing.assert_close(compiled(x), eager_outputs(encoder, (x,)))
     with pytest.raises(tt.ModuleClosedError):
         compiled(x)
+
+
+def test_close_asked_from_inside_a_call_ends_that_call_and_releases_after_it(tmp_path, monkeypatch, without_gc):
+    # A hook inside the model cannot wait for the call it runs in: the call is cancelled
+    # at its next region and the program goes when it ends.
+    monkeypatch.setenv("TT_SPILL_DIR", str(tmp_path))
+    torch.manual_seed(0)
+    model = nn.Sequential(*[nn.Sequential(nn.Linear(256, 256), nn.ReLU()) for _ in range(4)]).eval()
+    x = torch.randn(8, 256)
+    weights = sum(p.numel() * 4 for p in model.parameters())
+    threads_before = threads_named("tt-")
+    streamed = tt.compile(model, (x,), tt.CompileConfig(ram_budget_bytes=weights // 2), devices="cpu")
+    assert streamed._plane.streams
+    arenas = arenas_of(streamed._plane.plane)
+    run_region = PlaneCall._run
+
+    def closing_on_first_region(call, step):
+        streamed.close()
+        run_region(call, step)
+
+    monkeypatch.setattr(PlaneCall, "_run", closing_on_first_region)
+    with pytest.raises(tt.ExecutionCancelled):
+        streamed(x)
+    assert not any(mapped(address) for address in arenas)
+    assert threads_named("tt-") == threads_before
+    with pytest.raises(tt.ModuleClosedError):
+        streamed(x)
+
+    encoder, _, x = two_linears()
+    direct = tt.compile(encoder.eval(), (x,), devices="cpu")
+    assert direct.uses_direct_path
+    encoder.register_forward_hook(lambda *_: direct.close())
+    torch.testing.assert_close(direct(x), eager_outputs(encoder, (x,)))  # a direct call runs to its end
+    with pytest.raises(tt.ModuleClosedError):
+        direct(x)
 
 
 @pytest.mark.parametrize(

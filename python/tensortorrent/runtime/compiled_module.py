@@ -38,6 +38,7 @@ from ..planning.streaming import in_memory_plan
 from ..planning.weights_on_disk import WeightsOnDisk
 from ..storage.spill_dir import spill_dir_for
 from .call_handle import CallHandle
+from .call_threads import on_a_call_thread, running_a_call
 from .device_direct import DeviceDirect, device_direct
 from .device_kernels import describe_device_kernels
 from .heap_retention import retain_heap_for
@@ -177,6 +178,8 @@ class CompiledModule(nn.Module):
         self._last_peaks: dict[str, int] = {}
         self._trainer: CompiledModule | None = None  # the training-mode program (attach_training)
         self._closed = False
+        self._release_lock = threading.Lock()
+        self._released = False
         self.training = False  # calls have eval semantics until train()
 
     def attach_training(self, trainer: CompiledModule) -> None:
@@ -278,19 +281,23 @@ class CompiledModule(nn.Module):
         grad = self.training and torch.is_grad_enabled()
         self._in_flight.add(token)
         try:
-            # Checked once the call counts as in flight: close() sets the flag before it
-            # waits for those, so either it waits for this call or this call sees the flag.
-            if self._closed:
-                raise ModuleClosedError(
-                    f"this compiled {self._model_name} was closed (close()); compile or load it again"
-                )
-            if engine._mutation_lock is None:
-                outputs, report, peaks = engine._dispatch(flat, args, kwargs, token, grad)
-            else:
-                with engine._mutation_lock:
-                    outputs, report, peaks = engine._dispatch(flat, args, kwargs, token, grad)
+            with running_a_call:
+                return self._call_in_flight(flat, args, kwargs, token, engine, grad)
         finally:
             self._in_flight.discard(token)
+            if self._closed and not self._in_flight:  # close() asked from inside a call leaves it to the last
+                self._release()
+
+    def _call_in_flight(self, flat, args, kwargs, token, engine, grad) -> tuple[Any, _core.RunReport | float]:
+        # Checked once the call counts as in flight: close() sets the flag before it
+        # waits for those, so either it waits for this call or this call sees the flag.
+        if self._closed:
+            raise ModuleClosedError(f"this compiled {self._model_name} was closed (close()); compile or load it again")
+        if engine._mutation_lock is None:
+            outputs, report, peaks = engine._dispatch(flat, args, kwargs, token, grad)
+        else:
+            with engine._mutation_lock:
+                outputs, report, peaks = engine._dispatch(flat, args, kwargs, token, grad)
         self._last_report[0] = report
         if peaks is not None:
             self._last_peaks = peaks
@@ -362,17 +369,27 @@ class CompiledModule(nn.Module):
             return
         self._closed = True
         self.request_cancel()
+        if self._in_flight and on_a_call_thread():
+            return  # a hook inside a call: the last call to end releases (_call)
         while self._in_flight:  # calls end at their next instruction, or a direct call at its end
             time.sleep(0.001)
-        with self._submit_pool_lock:
-            pool, self._submit_pool = self._submit_pool, None
-        if pool is not None:
-            pool.shutdown(wait=True)
-        if self._plane is not None:
-            self._plane.close()
-        self._on_device = None  # its device copies of the weights and its recorded graphs
-        if self._trainer is not None:
-            self._trainer.close()
+        self._release()
+
+    def _release(self) -> None:
+        """Lets go of the program once no call runs (once; a second caller waits for the first)."""
+        with self._release_lock:
+            if self._released:
+                return
+            self._released = True
+            with self._submit_pool_lock:
+                pool, self._submit_pool = self._submit_pool, None
+            if pool is not None:
+                pool.shutdown(wait=not on_a_call_thread())  # a submit() worker cannot wait for itself
+            if self._plane is not None:
+                self._plane.close()
+            self._on_device = None  # its device copies of the weights and its recorded graphs
+            if self._trainer is not None:
+                self._trainer.close()
 
     def __enter__(self) -> CompiledModule:
         return self

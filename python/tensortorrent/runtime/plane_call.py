@@ -27,6 +27,7 @@ from ..backends.interface import Queue
 from ..planning.layer_split import join_features
 from ..planning.lowering import LoweredProgram
 from .autograd_copies import CopyOverLink, WeightCopies, start_copy
+from .call_threads import running_a_call
 from .device_copies import DeviceLink, reverse_links
 from .program_runner import ProgramRunner, detach_outputs, update_buffers
 
@@ -162,12 +163,13 @@ class PlaneCall:
         """Runs a Compute instruction's region (on an executor thread or the caller's)."""
         torch.set_grad_enabled(self._grad)  # grad mode is per thread
         step = self._steps.computes[instruction_id]
-        if step.queue is None:
-            self._run(step)
-        else:
-            with step.queue.launching(), self._saving_weights(step):
+        with running_a_call:
+            if step.queue is None:
                 self._run(step)
-            step.queue.record().wait()
+            else:
+                with step.queue.launching(), self._saving_weights(step):
+                    self._run(step)
+                step.queue.record().wait()
         self._read(step.counted)
 
     def _saving_weights(self, step: ComputeStep) -> contextlib.AbstractContextManager:
