@@ -4,7 +4,6 @@ import logging
 
 from . import pipeline  # noqa: F401 - registers compiled.export_pipeline
 from .api import compile, compile_modules
-from .artifact.load import load_compiled
 from .capture.graph_values import GraphInput, NodeOutput
 from .capture.module_graph import ModuleGraph, ModuleNode
 from .config import CompileConfig
@@ -36,6 +35,7 @@ from .errors import (
 )
 from .fit import fit
 from .hardware.virtual import VirtualDevice
+from .load import load_compiled
 from .objective import Objective
 from .runtime import CompiledModule
 from .version import __version__

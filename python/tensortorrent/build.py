@@ -1,5 +1,5 @@
 """Build: a captured program of one model partitioned, profiled, planned and built into a
-CompiledModule, for tt.compile and for an artifact loaded onto devices (artifact/load.py)."""
+CompiledModule, for tt.compile and for an artifact loaded onto devices (onto_devices.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ from .artifact.streamed_weights import stream_from_cache
 from .capture import InputSignature, capture_model, normalize
 from .errors import MemoryCapacityError, PlanningError
 from .objective import ObjectiveFunction
-from .observe.units import format_bytes
 from .partition import layer_paths, parameter_owners, partition
 from .planning import build_plan
 from .planning.costs import region_costs
@@ -28,6 +27,7 @@ from .runtime.device_kernels import accelerator_regions
 from .runtime.packed_weights import pack_room_bytes
 from .runtime.program_runner import ProgramRunner
 from .runtime.region_backends import EAGER, INDUCTOR, compile_regions, eager_backends, unless_model_forward_is_faster
+from .units import format_bytes
 
 log = logging.getLogger(__name__)
 

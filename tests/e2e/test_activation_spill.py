@@ -164,7 +164,7 @@ def test_a_budget_below_a_regions_working_set_names_both_figures(tmp_path):
 
 
 def test_a_spill_directory_in_ram_is_refused_unless_allowed(tmp_path):
-    if not os.path.isdir("/dev/shm") or not tt._core.probe_disk("/dev/shm").in_memory:
+    if not os.path.isdir("/dev/shm") or not tt.core.probe_disk("/dev/shm").in_memory:
         pytest.skip("no tmpfs at /dev/shm on this machine")
     folder = f"/dev/shm/tt-test-spill-{os.getpid()}"
     with pytest.raises(tt.ConfigValueError, match="held in RAM"):

@@ -13,7 +13,7 @@ from test_virtual_devices import BATCH, WIDTH, Stack, fast_small, slow_large
 
 import tensortorrent as tt
 from conftest import eager_outputs
-from tensortorrent.artifact.integrity import digest_file
+from tensortorrent.storage.file_digests import digest_file
 from tiny_transformers import VOCAB, built, logits
 
 MACHINE = [fast_small(), slow_large()]

@@ -351,7 +351,7 @@ def test_python_threads_keep_running_while_loads_are_in_flight(mlp_artifact, mon
 
     real = _core.IoEngine
     monkeypatch.setattr(  # every read waits 20 ms first: slow enough to see who holds the GIL
-        streamed_weights._core, "IoEngine", lambda **options: real(**options, test_delay_s=0.02)
+        streamed_weights.core, "IoEngine", lambda **options: real(**options, test_delay_s=0.02)
     )
     model, x, path = mlp_artifact
     compiled = streamed(path, weight_bytes(model) // 4, prefetch_distance=0)

@@ -20,7 +20,7 @@ from torch import nn
 
 import tensortorrent as tt
 from tensortorrent import _core
-from tensortorrent.observe.units import format_bytes
+from tensortorrent.units import format_bytes
 
 WIDTH, BATCH = 64, 4
 KINDS = ["direct", "multi_region", "virtual_devices", "streamed"]

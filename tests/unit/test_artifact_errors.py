@@ -33,7 +33,7 @@ def rewrite_manifest(path, change, fix_integrity=True):
 
 def refresh_integrity(path):
     """Makes integrity.json agree with the files again, to reach the checks behind it."""
-    from tensortorrent.artifact.integrity import digest_file
+    from tensortorrent.storage.file_digests import digest_file
 
     integrity = json.loads((path / "integrity.json").read_text())
     integrity["files"] = {name: digest_file(str(path / name)) for name in integrity["files"]}

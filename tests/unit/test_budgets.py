@@ -108,15 +108,15 @@ def test_a_bad_environment_value_names_the_variable(tmp_path, monkeypatch):
 def test_cpu_count_from_quota_and_affinity(tmp_path):
     affinity = len(__import__("os").sched_getaffinity(0))
     half_core = fake_host(tmp_path / "a", version=2, files={"job/cpu.max": "50000 100000"})
-    cpus = resolve_budgets(host=half_core, devices=[]).cpus
+    cpus = resolve_budgets(tt.CompileConfig(), host=half_core, devices=[]).cpus
     if affinity > 1:
         assert (cpus.source, cpus.amount) == ("cgroup", 1)
         assert "cgroup CPU quota 0.5 cores" in cpus.detail
     unlimited = fake_host(tmp_path / "b", version=2, files={"job/cpu.max": "max 100000"})
-    cpus = resolve_budgets(host=unlimited, devices=[]).cpus
+    cpus = resolve_budgets(tt.CompileConfig(), host=unlimited, devices=[]).cpus
     assert (cpus.source, cpus.amount) == ("os", affinity)
     v1 = fake_host(tmp_path / "c", version=1, files={"cpu,cpuacct/job/cpu.cfs_quota_us": "-1"})
-    assert resolve_budgets(host=v1, devices=[]).cpus.amount == affinity
+    assert resolve_budgets(tt.CompileConfig(), host=v1, devices=[]).cpus.amount == affinity
     explicit = resolve_budgets(tt.CompileConfig(cpu_budget=7), host=v1, devices=[]).cpus
     assert (explicit.source, explicit.amount) == ("config", 7)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import tensortorrent as tt
-from tensortorrent.config import env_flag
+from tensortorrent.environment import env_flag
 
 
 @pytest.mark.parametrize(

@@ -261,6 +261,23 @@ def test_a_region_packs_every_kernel_where_that_graph_ran_it_faster_than_its_cap
     torch.testing.assert_close(captured[0], every[0], **TOLERANCE)
 
 
+def test_regions_of_one_structure_are_timed_once_per_compile_and_each_packs_its_own_weights(
+    monkeypatch, packed_always_faster
+):
+    # Two layers of the same shapes: the graph that won on the first is the second's too,
+    # rewritten on the second's weights.
+    timed = []
+    monkeypatch.setattr(packed_weights, "time_side_by_side", lambda *graphs: timed.append(graphs) or (2.0, 1.0))
+    torch.manual_seed(0)
+    model = nn.Sequential(*[nn.Sequential(nn.Linear(64, 64), nn.ReLU()) for _ in range(3)]).eval()
+    x = torch.randn(8, 64)
+    compiled = tt.compile(model, (x,), tt.CompileConfig(max_region_nodes=3), devices="cpu")
+    torch.testing.assert_close(compiled(x), eager_outputs(model, (x,)), **TOLERANCE)
+    packed = [choice.packed_kernels for choice in compiled.artifact_parts().region_backends.choices]
+    assert len(packed) == 3 and packed == [1, 1, 1]
+    assert len(timed) == 1
+
+
 @pytest.mark.parametrize(("packed_s", "kept"), [(0.99, False), (0.95, True)])
 def test_a_packed_graph_must_beat_the_captured_one_by_the_margin(monkeypatch, packed_always_faster, packed_s, kept):
     """Each kernel faster packed alone; the region itself 1% or 5% faster packed: its

@@ -9,7 +9,7 @@ import os
 import pytest
 
 import tensortorrent as tt
-from tensortorrent import _core
+from tensortorrent import core
 from tensortorrent.artifact import publish
 from tensortorrent.artifact.publish import publish_directory
 from tensortorrent.errors import IncompatibleError, StorageIOError
@@ -71,7 +71,7 @@ def test_the_exchange_replaces_the_old_artifact(old):
     ids=["EINVAL", "ENOSYS", "EOPNOTSUPP"],
 )
 def test_without_exchange_the_old_is_moved_aside_then_removed(old, monkeypatch, caplog, exchange):
-    monkeypatch.setattr(_core, "exchange_paths", exchange)
+    monkeypatch.setattr(core, "exchange_paths", exchange)
     with caplog.at_level(logging.INFO, logger="tensortorrent.artifact.publish"):
         publish_directory(str(old), artifact_writer("new"))
         publish_directory(str(old), artifact_writer("newer"))
@@ -82,7 +82,7 @@ def test_without_exchange_the_old_is_moved_aside_then_removed(old, monkeypatch, 
 
 
 def test_a_failed_fallback_puts_the_old_artifact_back(old, monkeypatch):
-    monkeypatch.setattr(_core, "exchange_paths", native_error(errno.EINVAL, IncompatibleError))
+    monkeypatch.setattr(core, "exchange_paths", native_error(errno.EINVAL, IncompatibleError))
 
     def rename(source, target):
         if ".saving-" in os.fspath(source) and not os.path.lexists(target):  # the fallback's second rename
@@ -97,7 +97,7 @@ def test_a_failed_fallback_puts_the_old_artifact_back(old, monkeypatch):
 
 
 def test_a_path_that_keeps_changing_is_contention(old, monkeypatch):
-    monkeypatch.setattr(_core, "exchange_paths", native_error(errno.ENOENT))  # vanished before each exchange
+    monkeypatch.setattr(core, "exchange_paths", native_error(errno.ENOENT))  # vanished before each exchange
     with pytest.raises(tt.ArtifactError, match="another process keeps changing the path"):
         publish_directory(str(old), artifact_writer("new"))
     assert contents(old) == {"manifest.json": "old", "weights.safetensors": "old"}
@@ -118,7 +118,7 @@ def test_another_rename_error_names_the_path_and_the_os_error(old, monkeypatch, 
 
 
 def test_another_exchange_error_names_the_path_and_the_os_error(old, monkeypatch):
-    monkeypatch.setattr(_core, "exchange_paths", native_error(errno.EIO))
+    monkeypatch.setattr(core, "exchange_paths", native_error(errno.EIO))
     with pytest.raises(tt.ArtifactError, match=f"{old}: could not publish the artifact .*Input/output error"):
         publish_directory(str(old), artifact_writer("new"))
     assert contents(old) == {"manifest.json": "old", "weights.safetensors": "old"}

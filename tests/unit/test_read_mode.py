@@ -37,9 +37,9 @@ def test_a_measured_read_mode_is_remembered_for_the_device_across_processes(tmp_
     assert list(entries) == [read_mode_cache.device_key(str(path))]
     monkeypatch.setattr(streamed_weights, "_CHOSEN", {})  # a new process
     timed = []  # the candidates each measurement compared
-    measure = streamed_weights._core.measure_read_modes
+    measure = streamed_weights.core.measure_read_modes
     monkeypatch.setattr(
-        streamed_weights._core,
+        streamed_weights.core,
         "measure_read_modes",
         lambda path, size, candidates, *rounds: timed.append(candidates) or measure(path, size, candidates, *rounds),
     )

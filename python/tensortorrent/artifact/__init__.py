@@ -1,6 +1,6 @@
-"""ExecutableArtifact: a compiled program saved as a directory (save.py), and loaded back
-safely (load.py, which tt.load_compiled is; it is not imported here, since loading onto
-devices builds through tensortorrent.build, which streams weights through this package)."""
+"""ExecutableArtifact: a compiled program saved as a directory (save.py), and the readers
+that open one safely (integrity, manifest, program archive, weight references);
+tensortorrent/load.py (tt.load_compiled) builds a module from what they read."""
 
 from ..runtime.compiled_module import register_saver
 from .save import save_compiled

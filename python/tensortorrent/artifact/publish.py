@@ -10,7 +10,7 @@ import shutil
 import tempfile
 from collections.abc import Callable
 
-from .. import _core
+from .. import core
 from ..errors import ArtifactError, IncompatibleError, StorageIOError
 from ..files import current_umask
 from .layout import MANIFEST
@@ -82,7 +82,7 @@ def _swap_in(staging: str, target: str) -> None:
             if error.errno not in RENAME_RACES:
                 raise _publish_error(target, error.strerror or str(error)) from error
         try:  # an artifact is there: exchange with it
-            _core.exchange_paths(staging, target)
+            core.exchange_paths(staging, target)
             return
         except IncompatibleError:  # the native side's EINVAL/ENOSYS, or not Linux
             _replace_aside(staging, target)

@@ -12,6 +12,7 @@ from ..errors import InvalidArgumentError
 from ..hardware import hardware_fingerprint
 from ..planning import plan_to_json
 from ..runtime.compiled_module import ArtifactParts
+from ..storage.safetensors_file import save_weights
 from ..version import __version__
 from .devices import device_entries
 from .integrity import write_integrity
@@ -19,7 +20,6 @@ from .layout import FORMAT, FORMAT_VERSION, MANIFEST, PROGRAM, WEIGHTS
 from .program_archive import program_bytes
 from .publish import publish_directory
 from .weight_references import reference_files
-from .weights import save_weights
 
 
 def save_compiled(parts: ArtifactParts, path: str | os.PathLike, weights: str = "copy") -> str:

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import torch
 
-from .. import _core
+from .. import core
 from ..files import drop_page_cache
 from ..planning.lowering import LoweredProgram
 from ..planning.streaming import MeasuredCosts, call_costs
@@ -30,7 +30,7 @@ def profile_streamed(
     runner: ProgramRunner,
     plan: LoweredProgram,
     weights: WeightsOnDisk,
-    io: _core.IoEngine,
+    io: core.IoEngine,
     example: Sequence[object],
     spill_dir: str,
     stall_timeout_s: float,
@@ -48,7 +48,7 @@ def profile_streamed(
             # Without autograd, as the inference calls it predicts run (recording a graph
             # took a Llama's regions twice the CPU time here).
             with torch.no_grad():
-                _, report, _ = plane.run(list(example), _core.CancelToken(), stall_timeout_s, stall_timeout_s)
+                _, report, _ = plane.run(list(example), core.CancelToken(), stall_timeout_s, stall_timeout_s)
     finally:
         runner.rebind(bound)  # drops the views of this plane's resident arena
         del plane

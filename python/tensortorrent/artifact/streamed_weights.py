@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from .. import _core
+from .. import core
 from ..errors import DataCorruptionError
 from ..planning.costs import region_costs, roofline_seconds
 from ..planning.lowering import LoweredProgram
@@ -24,12 +24,12 @@ from ..planning.weights_on_disk import WeightFile, WeightRange, WeightsOnDisk, i
 from ..runtime.plane_program import PlaneProgram
 from ..runtime.program_runner import ProgramRunner
 from ..runtime.region_backends import RegionBackends
+from ..storage.file_digests import chunk_digests
 from ..storage.read_mode_cache import device_key, remember, remembered
+from ..storage.safetensors_file import SAFETENSORS_DTYPES
 from ..storage.spill_dir import spill_dir_for
 from ..storage.weights_cache import cache_directory, cache_weights
-from .integrity import chunk_digests
 from .streamed_profile import PROFILE_LIMIT_S, profile_streamed
-from .weights import SAFETENSORS_DTYPES
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +100,7 @@ def preferred_read_mode(results) -> tuple[object, str]:
 
 def _measured_mode(path: str, key: str) -> ReadMode:
     """Measures every candidate on `path`, takes the preferred one and remembers it for the device."""
-    measured = _core.measure_read_modes(path, CALIBRATION_BYTES, READ_CANDIDATES, CALIBRATION_ROUNDS)
+    measured = core.measure_read_modes(path, CALIBRATION_BYTES, READ_CANDIDATES, CALIBRATION_ROUNDS)
     best, reason = preferred_read_mode(measured.results)
     # O_DIRECT is taken as "auto": it applies to a read whose destination and file
     # offset agree modulo 4096 (loads place their buffers so), else the page cache.
@@ -124,7 +124,7 @@ def _remembered_mode(path: str, key: str) -> ReadMode | None:
         mode, threads, request_bytes = str(entry["mode"]), int(entry["threads"]), int(entry["request_bytes"])
     except (KeyError, TypeError, ValueError):
         return None  # a damaged entry: measured again, and overwritten
-    speed = _core.measure_read_modes(path, CALIBRATION_BYTES, [(mode, threads, request_bytes)]).best
+    speed = core.measure_read_modes(path, CALIBRATION_BYTES, [(mode, threads, request_bytes)]).best
     return ReadMode(mode, threads, request_bytes, speed.gigabytes_per_second, reason)
 
 
@@ -153,13 +153,13 @@ def choose_read_mode(path: str, streamed_bytes: int, depth: int | None, budget_b
     sample = min(os.path.getsize(path) // 4096 * 4096, QUICK_SAMPLE_BYTES)
     speed = None
     if sample:
-        speed = _core.measure_read_modes(path, sample, [("auto", threads, 1 << 20)]).best.gigabytes_per_second
+        speed = core.measure_read_modes(path, sample, [("auto", threads, 1 << 20)]).best.gigabytes_per_second
     return ReadMode("auto", threads, 16 << 20, speed, reason)
 
 
-def meta_tensors(path: str) -> tuple[_core.SafetensorsHeader, dict[str, torch.Tensor]]:
+def meta_tensors(path: str) -> tuple[core.SafetensorsHeader, dict[str, torch.Tensor]]:
     """The file's header, and one meta tensor (shape and dtype, no data) per tensor in it."""
-    header = _core.read_safetensors_header(path)
+    header = core.read_safetensors_header(path)
     tensors = {
         entry.name: torch.empty(entry.shape, dtype=SAFETENSORS_DTYPES[entry.dtype], device="meta")
         for entry in header.tensors
@@ -202,7 +202,7 @@ def verified_weights(weights: WeightsOnDisk) -> WeightsOnDisk:
         files.append(file)
         if not file.chunk_bytes:
             continue
-        before = _core.file_identity(file.path)
+        before = core.file_identity(file.path)
         found = chunk_digests(file.path, file.chunk_bytes)
         for index, expected in enumerate(file.chunk_sha256):
             got = next(found, None)
@@ -260,7 +260,7 @@ def stream_weights(
     chosen, simulated = tier.plan, tier.simulated
     if verify:
         weights = verified_weights(weights)
-    io = _core.IoEngine(
+    io = core.IoEngine(
         threads=reads.threads, queue_depth=reads.threads, chunk_bytes=reads.request_bytes, mode=reads.mode
     )
     log.info("weights are read %s", reads.describe())
@@ -296,7 +296,7 @@ def stream_from_cache(
     directory = cache_directory(config.spill_dir)
     cached = cache_weights(program.bound, directory, budgets.disk.amount)
     log.info("weights %s %s", "reused from" if cached.reused else "written to", cached.path)
-    header = _core.read_safetensors_header(cached.path)
+    header = core.read_safetensors_header(cached.path)
     # Each load checks its tensor's CRC-32C, recorded as the file was written (a cache file
     # from before they were recorded: the SHA-256 of the whole chunks a load covers).
     checksums = cached.record.get("tensor_crc32c", {})

@@ -9,8 +9,8 @@ from typing import Any
 
 from ..errors import ArtifactError
 from ..planning.weights_on_disk import WeightFile, WeightRange, WeightsOnDisk
-from .integrity import chunk_digests, digest_file
-from .weights import SAFETENSORS_DTYPES
+from ..storage.file_digests import chunk_digests, digest_file
+from ..storage.safetensors_file import SAFETENSORS_DTYPES
 
 
 def reference_files(on_disk: WeightsOnDisk) -> list[dict[str, Any]]:

@@ -14,7 +14,7 @@ import weakref
 import torch
 
 from ..errors import MemoryCapacityError
-from ..observe.units import format_bytes
+from ..units import format_bytes
 from .interface import DeviceBackend, Event, MemoryUse, Queue, page_bounds
 
 

@@ -5,10 +5,13 @@ links it declares (copies between peers are memcpy, like every copy here)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from ..hardware.virtual import VirtualDevice
 from .host_memory import HostMemoryBackend
 from .interface import DeviceInfo
+
+if TYPE_CHECKING:  # the declarations are read, never made, here: hardware builds on backends
+    from ..hardware.virtual import VirtualDevice
 
 
 class VirtualBackend(HostMemoryBackend):

@@ -7,8 +7,8 @@ import os
 
 from ..errors import InvalidArgumentError
 from ..hardware.budgets import DEFAULT_SPILL_DIR
-from ..observe.units import format_bytes
 from ..storage.weights_cache import cache_directory, cached_files, clear_cache
+from ..units import format_bytes
 
 
 def add_parser(commands) -> None:

@@ -14,7 +14,7 @@ import torch
 
 import tensortorrent as tt
 
-from .. import _core
+from .. import core
 from ..files import drop_page_cache
 from ..hardware.budgets import spill_root
 from ..storage.checkpoint import open_checkpoint
@@ -146,7 +146,7 @@ def run_from_checkpoint(model, ids: torch.Tensor, expected: torch.Tensor, weight
         achieved = read / report.read_us / 1e3 if report.read_us else float("nan")
         largest = max(files, key=os.path.getsize)
         candidates = [(mode, 4, 1 << 20) for mode in ("buffered", "direct")]
-        speed = _core.measure_read_modes(largest, os.path.getsize(largest), candidates).best.gigabytes_per_second
+        speed = core.measure_read_modes(largest, os.path.getsize(largest), candidates).best.gigabytes_per_second
     bound = max(eager_ms, read / (speed * 1e9) * 1e3)
     ours = statistics.median(times)
     print(

@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from .. import _core
+from .. import core
 from ..backends import backends, plugin_problems
 from ..config import CompileConfig
 from ..files import nearest_existing, write_text_atomically
@@ -19,8 +19,8 @@ from ..hardware import discover_devices, hardware_fingerprint, resolve_budgets
 from ..hardware.budgets import spill_root
 from ..hardware.devices import absent_kinds, measure_host_to_device_bandwidth
 from ..hardware.host import probe
-from ..observe.units import format_bytes
 from ..storage.read_mode_cache import cached_read_modes
+from ..units import format_bytes
 from ..version import __version__
 
 BANDWIDTH_PROBE_BYTES = 64 << 20
@@ -81,10 +81,10 @@ def _spill_disk(measure: bool, checks: list) -> dict[str, Any]:
     existing = nearest_existing(path)
     try:
         os.makedirs(path, exist_ok=True)
-        space = _core.probe_disk(path)
+        space = core.probe_disk(path)
         disk: dict[str, Any] = {"path": path, "free_bytes": space.free_bytes, "total_bytes": space.total_bytes}
         if measure:
-            speed = _core.measure_read_bandwidth(path, BANDWIDTH_PROBE_BYTES)
+            speed = core.measure_read_bandwidth(path, BANDWIDTH_PROBE_BYTES)
             disk.update(read_bytes_per_second=speed.bytes_per_second, read_direct=speed.direct)
         if space.in_memory:  # as storage/spill_dir.py refuses it
             detail = f"{path} is held in RAM (tmpfs): spilling there saves no RAM, so compiles refuse it "

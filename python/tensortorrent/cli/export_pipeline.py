@@ -7,9 +7,9 @@ import argparse
 import json
 import os
 
-from ..artifact.load import load_compiled
-from ..observe.units import format_bytes
+from ..load import load_compiled
 from ..pipeline.export import PLAN
+from ..units import format_bytes
 
 
 def add_parser(commands) -> None:

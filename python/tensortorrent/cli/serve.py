@@ -152,7 +152,7 @@ def run(args: argparse.Namespace) -> int:
         raise UnsupportedError(
             f"serve: needs the serve extra ({error.name} is missing): pip install 'tensortorrent[serve]'"
         ) from None
-    from ..artifact.load import load_compiled
+    from ..load import load_compiled
 
     directories, settings = resolved(args)
     served = settings_of(settings)

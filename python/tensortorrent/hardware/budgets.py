@@ -13,15 +13,18 @@ import logging
 import math
 import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
-from .. import _core
-from ..config import CompileConfig, env_int
+from .. import core
+from ..environment import env_int
 from ..files import nearest_existing
 from .devices import DeviceInfo, discover_devices
 from .host import probe
+
+if TYPE_CHECKING:  # a config is read here, never built: config.py calls resolve_budgets
+    from ..config import CompileConfig
 
 log = logging.getLogger(__name__)
 
@@ -60,12 +63,11 @@ def reserve(amount: int) -> int:
     return min(int(amount * RESERVE_FRACTION), RESERVE_CAP_BYTES)
 
 
-def resolve_budgets(config: CompileConfig | None = None, host=None, devices: list[DeviceInfo] | None = None) -> Budgets:
+def resolve_budgets(config: CompileConfig, host=None, devices: list[DeviceInfo] | None = None) -> Budgets:
     """Resolves every budget; `host` defaults to probing this machine now, `devices` to the
     CPU alone: accelerators get budgets only when the caller discovered them (doctor, or a
     compile for a device that names one), since reading their free memory creates a CUDA
     context on each."""
-    config = config or CompileConfig()
     host = host if host is not None else probe()
     devices = devices if devices is not None else discover_devices(accelerators=False)
     spill_dir = spill_root(config.spill_dir)
@@ -151,6 +153,6 @@ def _disk(config: CompileConfig, spill_dir: str) -> Budget:
     explicit = _explicit("disk", config.disk_budget_bytes, "disk_budget_bytes", "TT_DISK_BUDGET_BYTES")
     if explicit:
         return explicit
-    space = _core.probe_disk(nearest_existing(spill_dir))  # the directory is created on first use
+    space = core.probe_disk(nearest_existing(spill_dir))  # the directory is created on first use
     raw = {"spill_dir": spill_dir, "free": space.free_bytes, "total": space.total_bytes}
     return _less_reserve("disk", space.free_bytes, "os", f"free space {space.free_bytes} bytes under {spill_dir}", raw)

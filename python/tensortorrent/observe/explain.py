@@ -12,7 +12,7 @@ from ..partition import Region
 from ..planning import ExecutionPlan
 from ..planning.costs import RegionCost
 from ..planning.placement import Placement
-from .units import format_bytes
+from ..units import format_bytes
 
 
 def explain(

@@ -13,11 +13,11 @@ import math
 import os
 from html import escape
 
-from .. import _core
+from .. import core
 from ..files import write_text_atomically
 from ..planning.lowering import UNBOUNDED
+from ..units import format_bytes
 from .plan_page_data import PlanSources, page_data
-from .units import format_bytes
 
 COLORS = {
     "compute": "#4e79a7",
@@ -61,7 +61,7 @@ SCRIPT = """
 
 
 def write_plan_page(
-    path: str | os.PathLike, sources: PlanSources, report: _core.RunReport | None, peaks: dict[str, int]
+    path: str | os.PathLike, sources: PlanSources, report: core.RunReport | None, peaks: dict[str, int]
 ) -> str:
     """Writes the page atomically (no half-written file on any error); returns the path."""
     return write_text_atomically(path, render(page_data(sources, report, peaks)), "visualize")

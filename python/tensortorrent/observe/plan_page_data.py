@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .. import _core
+from .. import core
 from ..partition import Region
 from ..planning import ExecutionPlan
 from ..planning.costs import RegionCost
@@ -21,17 +21,17 @@ class PlanSources:
 
     model_name: str
     plan: ExecutionPlan
-    program: _core.Program | None  # the data plane's Program; None on the direct path
+    program: core.Program | None  # the data plane's Program; None on the direct path
     regions: Sequence[Region]
     costs: Sequence[RegionCost]
 
 
-def kind_name(kind: _core.InstructionKind) -> str:
+def kind_name(kind: core.InstructionKind) -> str:
     """An instruction kind as the run report spells it ("compute", "load", ...)."""
     return kind.name.lower()
 
 
-def page_data(sources: PlanSources, report: _core.RunReport | None, peaks: dict[str, int]) -> dict[str, Any]:
+def page_data(sources: PlanSources, report: core.RunReport | None, peaks: dict[str, int]) -> dict[str, Any]:
     """Everything the page shows, from the plan, the last call's `report` (None before any)
     and its measured per-tier `peaks`."""
     program = sources.program
@@ -56,7 +56,7 @@ def page_data(sources: PlanSources, report: _core.RunReport | None, peaks: dict[
     }
 
 
-def _predicted_bars(instructions: Sequence[_core.Instruction], program: _core.Program | None) -> list[dict]:
+def _predicted_bars(instructions: Sequence[core.Instruction], program: core.Program | None) -> list[dict]:
     """One bar per instruction, on its queue's lane, at its predicted times (see _times)."""
     queues = [q.name for q in program.queues] if program is not None else []
     bars = []
@@ -77,7 +77,7 @@ def _predicted_bars(instructions: Sequence[_core.Instruction], program: _core.Pr
     return bars
 
 
-def _times(instructions: Sequence[_core.Instruction]) -> list[tuple[float, float, bool]]:
+def _times(instructions: Sequence[core.Instruction]) -> list[tuple[float, float, bool]]:
     """Per instruction (start_us, end_us, derived): its predicted times, or where it carries
     none (a CPU plan's Free) the end of its latest dependency, for a zero-length bar."""
     position = {i.id: p for p, i in enumerate(instructions)}
@@ -103,7 +103,7 @@ def _times(instructions: Sequence[_core.Instruction]) -> list[tuple[float, float
     return [time_of(p) for p in range(len(instructions))]
 
 
-def _measured_bars(report: _core.RunReport, predicted: list[dict]) -> list[dict]:
+def _measured_bars(report: core.RunReport, predicted: list[dict]) -> list[dict]:
     """The last call's records that ran, each on the lane of its instruction."""
     lane_of = {bar["id"]: bar["lane"] for bar in predicted}
     return [
@@ -121,7 +121,7 @@ def _measured_bars(report: _core.RunReport, predicted: list[dict]) -> list[dict]
     ]
 
 
-def _lanes(predicted: list[dict], program: _core.Program | None) -> list[str]:
+def _lanes(predicted: list[dict], program: core.Program | None) -> list[str]:
     """The queues the plan uses, in the Program's queue order (cpu, io, then each device's)."""
     used = {bar["lane"] for bar in predicted}
     order = [q.name for q in program.queues] if program is not None else []
@@ -169,7 +169,7 @@ def _spans(pairs) -> dict[int, float]:
     return {region: high - low for region, (low, high) in bounds.items()}
 
 
-def _memory(program: _core.Program, peaks: dict[str, int]) -> list[dict]:
+def _memory(program: core.Program, peaks: dict[str, int]) -> list[dict]:
     """Per tier (disk only where the plan puts bytes there): bytes held over the predicted
     time, counted as the simulator counts them (cpp/src/sim/program_sim.cc): the residents,
     plus each transient buffer from its first writer's start to its Free's end; on disk,
@@ -183,7 +183,7 @@ def _memory(program: _core.Program, peaks: dict[str, int]) -> list[dict]:
             on_files[buffer.tier] += buffer.bytes
     memory_plan, tiers = program.memory_plan, []
     for t, tier in enumerate(program.tiers):
-        disk = tier.kind == _core.TierKind.Disk
+        disk = tier.kind == core.TierKind.Disk
         base = memory_plan.resident_bytes[t] + (on_files[t] if disk else 0)
         if disk and not base and not events[t]:
             continue
@@ -206,7 +206,7 @@ def _memory(program: _core.Program, peaks: dict[str, int]) -> list[dict]:
     return tiers
 
 
-def _buffer_events(program: _core.Program, times: list[tuple[float, float, bool]]) -> dict[int, list[tuple]]:
+def _buffer_events(program: core.Program, times: list[tuple[float, float, bool]]) -> dict[int, list[tuple]]:
     """Per tier, (time, order, buffer, step, bytes) for each transient arena buffer's first
     write (+) and Free (-) at the instructions' `times`; sorted, they replay the simulator's
     sweep: at one instant frees first, then lives that take no time, then allocations."""
@@ -217,7 +217,7 @@ def _buffer_events(program: _core.Program, times: list[tuple[float, float, bool]
         end.update((b, finish) for b in program.frees[p])
     events: dict[int, list[tuple]] = defaultdict(list)
     for b, buffer in enumerate(program.buffers):
-        if buffer.lifetime != _core.BufferLifetime.Transient or buffer.file >= 0 or b not in begin:
+        if buffer.lifetime != core.BufferLifetime.Transient or buffer.file >= 0 or b not in begin:
             continue
         tier_events, size = events[buffer.tier], buffer.bytes
         if end.get(b) == begin[b]:

@@ -9,7 +9,7 @@ import threading
 import time
 from collections.abc import Iterator
 
-from ..config import env_flag
+from ..environment import env_flag
 
 log = logging.getLogger("tensortorrent.compile")
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import hashlib
 
 import torch
 from torch import fx, nn
@@ -37,6 +38,29 @@ def build_region_module(source: fx.GraphModule, region: Region) -> fx.GraphModul
     graph.output(tuple(values[node] for node in region.out_nodes))
     module = fx.GraphModule(root, graph, class_name=f"Region{region.index}")
     return module
+
+
+def structural_key(module: fx.GraphModule) -> str:
+    """What a region's graph computes, whatever its values are named: each node's operation
+    and the positions of its arguments, and each placeholder's shape, dtype and strides.
+    Two layers of one model (transformer.h.0 and .h.1) get the same key, so a decision
+    timed on one holds for the other."""
+    position: dict[fx.Node, int] = {}
+    lines = []
+    for index, node in enumerate(module.graph.nodes):
+        position[node] = index
+        arguments = fx.node.map_arg((node.args, node.kwargs), lambda value: f"%{position[value]}")
+        if node.op == "placeholder":
+            value = node.meta.get("val")
+            described = (
+                f"{tuple(value.shape)}/{value.dtype}/{tuple(value.stride())}"
+                if isinstance(value, torch.Tensor)
+                else repr(value)
+            )
+            lines.append(f"placeholder {described}")
+        else:
+            lines.append(f"{node.op} {node.target if node.op != 'get_attr' else 'attribute'} {arguments}")
+    return hashlib.sha256("\n".join(lines).encode()).hexdigest()
 
 
 def _copy_attribute(source: nn.Module, target: nn.Module, dotted: str) -> None:

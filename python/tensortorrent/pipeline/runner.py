@@ -96,7 +96,7 @@ def check_world(world: int, plan: dict) -> None:
 
 def load_stage(directory: str, plan: dict, rank: int, ram_budget_bytes: int | None):
     """This rank's stage: its artifact, its manifest checked against the plan's digest."""
-    from ..artifact.load import load_compiled
+    from ..load import load_compiled
 
     described = plan["stages"][rank]
     stage_dir = os.path.join(directory, described["directory"])

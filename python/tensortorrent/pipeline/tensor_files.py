@@ -7,7 +7,7 @@ import os
 
 import torch
 
-from ..artifact.weights import tensors_from_safetensors, write_safetensors
+from ..storage.safetensors_file import tensors_from_safetensors, write_safetensors
 
 
 def save_tensors(tensors: dict[str, torch.Tensor], path: str | os.PathLike) -> None:

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import bisect
 
-from .. import _core
+from .. import core
 from ..errors import MemoryCapacityError
-from ..observe.units import format_bytes
+from ..units import format_bytes
 from .machine import RAM
 
-K = _core.InstructionKind
-LIFE = _core.BufferLifetime
+K = core.InstructionKind
+LIFE = core.BufferLifetime
 
 
 class ActivationBudgetError(MemoryCapacityError):

@@ -6,7 +6,7 @@ from torch import nn
 
 from ..errors import MemoryCapacityError
 from ..hardware.budgets import Budgets
-from ..observe.units import format_bytes
+from ..units import format_bytes
 
 
 def weight_bytes(model: nn.Module) -> int:

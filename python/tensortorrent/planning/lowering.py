@@ -48,7 +48,7 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
-from .. import _core
+from .. import core
 from .activation_spill import ActivationSpill
 from .layer_split import LayerSplit
 from .machine import CPU_QUEUE, IO_QUEUE, RAM, PlanMachine
@@ -57,8 +57,8 @@ from .split_lowering import SplitLayers
 from .weight_streams import StreamedWeight, WeightStreams
 from .weights_on_disk import WeightsOnDisk
 
-K = _core.InstructionKind
-LIFE = _core.BufferLifetime
+K = core.InstructionKind
+LIFE = core.BufferLifetime
 UNBOUNDED = 1 << 62  # bytes: a capacity that never binds
 
 
@@ -66,7 +66,7 @@ UNBOUNDED = 1 << 62  # bytes: a capacity that never binds
 class LoweredProgram:
     """A placement's Program, and what the Python side needs to run its Compute instructions."""
 
-    program: _core.Program
+    program: core.Program
     seconds: tuple[float, ...]  # per instruction: its predicted duration (-1: a load, from the disk's speed)
     prefetch: int
     region_names: tuple[str, ...]
@@ -114,13 +114,13 @@ class LoweredProgram:
         instructions = [
             _timed(i, *times) for i, times in zip(program.schedule.instructions, predicted_us or _untimed(program))
         ]
-        rebuilt = _core.Program(tiers, program.queues, program.files, program.buffers, instructions, program.outputs)
+        rebuilt = core.Program(tiers, program.queues, program.files, program.buffers, instructions, program.outputs)
         return replace(self, program=rebuilt)
 
 
-def _timed(i: _core.Instruction, start_us: float, end_us: float) -> _core.Instruction:
+def _timed(i: core.Instruction, start_us: float, end_us: float) -> core.Instruction:
     """A copy of instruction `i` predicted to run from start_us to end_us."""
-    return _core.Instruction(
+    return core.Instruction(
         i.id,
         i.kind,
         region=i.region,
@@ -136,7 +136,7 @@ def _timed(i: _core.Instruction, start_us: float, end_us: float) -> _core.Instru
     )
 
 
-def _untimed(program: _core.Program) -> list[tuple[float, float]]:
+def _untimed(program: core.Program) -> list[tuple[float, float]]:
     return [(i.predicted_start_us, i.predicted_end_us) for i in program.schedule.instructions]
 
 
@@ -445,12 +445,12 @@ class _Lowering(WeightStreams, ActivationSpill, SplitLayers):
             core_held = not spec.get("torch_owned") and spec["lifetime"] != LIFE.Input and in_memory
             if core_held and buffer not in self.carried and spec["bytes"] > 0:
                 views[buffer] = self.view_meta(buffer, slot)
-        buffers = [_core.Buffer(**spec) for spec in self.buffers]
+        buffers = [core.Buffer(**spec) for spec in self.buffers]
         instructions = []
         queue_names = self.queue_names()
         for new, (_, op) in enumerate(ordered):
             instructions.append(
-                _core.Instruction(
+                core.Instruction(
                     new,
                     op.kind,
                     region=op.region,
@@ -465,23 +465,23 @@ class _Lowering(WeightStreams, ActivationSpill, SplitLayers):
             )
         tier_capacities = list(capacities) if capacities is not None else [UNBOUNDED] * len(machine.tier_names)
         tiers = [
-            _core.Tier(name, _core.TierKind.Host if tier == RAM else _core.TierKind.Device, capacity)
+            core.Tier(name, core.TierKind.Host if tier == RAM else core.TierKind.Device, capacity)
             for tier, (name, capacity) in enumerate(zip(machine.tier_names, tier_capacities))
         ]
         files = []
         if self.disk_tier is not None:
-            tiers.append(_core.Tier("disk", _core.TierKind.Disk))
+            tiers.append(core.Tier("disk", core.TierKind.Disk))
         if self.weights is not None:
             files = [self.file_spec(index) for index in range(len(self.weights.files))]
         queues = [
-            _core.Queue("cpu", _core.QueueKind.Compute, cpu_slots),
-            _core.Queue("io", _core.QueueKind.Io, io_depth),
+            core.Queue("cpu", core.QueueKind.Compute, cpu_slots),
+            core.Queue("io", core.QueueKind.Io, io_depth),
         ]
         links = set(machine.link_names)
         for name in queue_names[2:]:
-            queues.append(_core.Queue(name, _core.QueueKind.Link if name in links else _core.QueueKind.Compute, 1))
+            queues.append(core.Queue(name, core.QueueKind.Link if name in links else core.QueueKind.Compute, 1))
         kept = sorted(b for b in self.kept if self.buffers[b]["lifetime"] == LIFE.Transient)
-        program = _core.Program(tiers, queues, files, buffers, instructions, kept)
+        program = core.Program(tiers, queues, files, buffers, instructions, kept)
         return LoweredProgram(
             program=program,
             seconds=tuple(op.seconds for _, op in ordered),
@@ -501,7 +501,7 @@ class _Lowering(WeightStreams, ActivationSpill, SplitLayers):
             splits=tuple(self.splits[r] for r in sorted(self.splits)),
         )
 
-    def file_spec(self, index: int) -> _core.FileSpec:
+    def file_spec(self, index: int) -> core.FileSpec:
         """File `index` as the data plane reads it. A load checks its range's CRC-32C where
         recorded (about 14 GB/s a core from RAM) instead of the SHA-256 of the chunks it covers
         (about 2 GB/s, competing with compute): the SHA-256s verify the file once, when the
@@ -510,8 +510,8 @@ class _Lowering(WeightStreams, ActivationSpill, SplitLayers):
         file = self.weights.files[index]
         ranges = [r for r in self.weights.ranges.values() if r.file == index]
         if all(r.crc32c >= 0 for r in ranges):
-            return _core.FileSpec(file.path, file.size, 0, [], file.verified_as)
-        return _core.FileSpec(file.path, file.size, file.chunk_bytes, list(file.chunk_sha256))
+            return core.FileSpec(file.path, file.size, 0, [], file.verified_as)
+        return core.FileSpec(file.path, file.size, file.chunk_bytes, list(file.chunk_sha256))
 
     def view_meta(self, buffer: int, slot: int | None) -> tuple[torch.dtype, tuple[int, ...]]:
         if buffer in self.meta_of:  # a split layer's rows

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 @dataclass
 class Op:
-    kind: object  # _core.InstructionKind
+    kind: object  # core.InstructionKind
     queue: int
     reads: list[int]
     writes: list[int]

@@ -18,11 +18,11 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from .. import _core
+from .. import core
 from ..errors import PlanningError
 from ..objective import ObjectiveFunction, PlanMeasures
-from ..observe.units import format_bytes
 from ..partition import Region
+from ..units import format_bytes
 from .costs import RegionCost
 from .layer_split import LayerSplit, device_rows, splittable_layers
 from .lowering import LoweredProgram, lower, simulated_us
@@ -38,7 +38,7 @@ class Candidate:
     devices: tuple[int, ...]
     resident: tuple[bool, ...]
     program: LoweredProgram
-    simulated: _core.ProgramSimResult
+    simulated: core.ProgramSimResult
     measures: PlanMeasures
     value: float
     over_capacity: tuple[str, ...]  # tiers whose memory plan exceeds their capacity
@@ -111,10 +111,10 @@ class PlacementContext:
         self.problem = _problem(runner, regions, costs, self.table, machine, self.may_hold)
         self.simulated: dict[tuple, Candidate] = {}  # (devices, resident) -> its candidate
 
-    def weights(self) -> _core.ObjectiveWeights:
+    def weights(self) -> core.ObjectiveWeights:
         """The objective as the native search's weights."""
         weights = self.objective.weights
-        return _core.ObjectiveWeights(
+        return core.ObjectiveWeights(
             latency=weights["latency"],
             bottleneck=weights["throughput"],
             traffic_per_byte=weights["memory"] * self.objective.seconds_per_traffic_byte,
@@ -127,7 +127,7 @@ class PlacementContext:
 
     def with_residency(self, devices: tuple[int, ...]) -> Candidate:
         """The placement `devices` with residency by the rule, simulated."""
-        return self.simulate(devices, tuple(_core.assign_residency(self.problem, list(devices)).resident))
+        return self.simulate(devices, tuple(core.assign_residency(self.problem, list(devices)).resident))
 
     def simulate(
         self, devices: tuple[int, ...], resident: tuple[bool, ...], splits: tuple[LayerSplit, ...] = ()
@@ -158,7 +158,7 @@ class PlacementContext:
             self.cpu_slots,
             splits=splits,
         )
-        result = _core.simulate_program(lowered.program, list(lowered.seconds))
+        result = core.simulate_program(lowered.program, list(lowered.seconds))
         measures = PlanMeasures(
             latency_s=result.makespan_s,
             bottleneck_s=max(result.busy_s, default=0.0),
@@ -200,11 +200,11 @@ def place(
     if not searched:
         context.with_residency((0,) * len(regions))
     else:
-        search = _core.SearchOptions(threads=max(1, threads), weights=context.weights())
-        for found in _core.search_placement(context.problem, search).finalists:
+        search = core.SearchOptions(threads=max(1, threads), weights=context.weights())
+        for found in core.search_placement(context.problem, search).finalists:
             context.simulate(tuple(found.device), tuple(found.resident))
         if len(regions) * len(machine.devices) <= SIMULATED_SEARCH_LIMIT:
-            _core.search_placement(context.problem, _core.SearchOptions(threads=1), evaluator=context.value)
+            core.search_placement(context.problem, core.SearchOptions(threads=1), evaluator=context.value)
         _refine(context, REFINE_SIMULATIONS)
     _fill_residency(context, starts=3)
     _split_layers(context, starts=3)
@@ -325,7 +325,7 @@ def _resident_room(runner, memory_bytes: int, regions) -> int:
     return max(0, memory_bytes - sum(params[:2]) - 2 * working)
 
 
-def _problem(runner, regions, costs, table, machine: PlanMachine, may_hold: tuple[bool, ...]) -> _core.PlacementProblem:
+def _problem(runner, regions, costs, table, machine: PlanMachine, may_hold: tuple[bool, ...]) -> core.PlacementProblem:
     count = len(regions)
     devices = []
     for device, holds in zip(machine.devices, may_hold):
@@ -333,13 +333,13 @@ def _problem(runner, regions, costs, table, machine: PlanMachine, may_hold: tupl
             room = UNLIMITED_BYTES
         else:
             room = _resident_room(runner, device.spec.memory_bytes, range(count)) if holds else 0
-        devices.append(_core.PlacementDevice(name=device.name, capacity_bytes=room))
+        devices.append(core.PlacementDevice(name=device.name, capacity_bytes=room))
     per_byte = [0.0 if d.spec is None else 1.0 / d.spec.link_bandwidth for d in machine.devices]
     transfer = [
         [_transfer_s_per_byte(machine, a, b, per_byte) for b in range(len(devices))] for a in range(len(devices))
     ]
     placement_regions = [
-        _core.PlacementRegion(
+        core.PlacementRegion(
             id=region.index,
             deps=list(region.deps),
             compute_s=list(table[region.index]),
@@ -348,7 +348,7 @@ def _problem(runner, regions, costs, table, machine: PlanMachine, may_hold: tupl
         )
         for region, cost in zip(regions, costs)
     ]
-    return _core.PlacementProblem(placement_regions, devices, transfer, per_byte)
+    return core.PlacementProblem(placement_regions, devices, transfer, per_byte)
 
 
 def _transfer_s_per_byte(machine: PlanMachine, a: int, b: int, host_per_byte: list[float]) -> float:

@@ -5,8 +5,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from .. import _core
-from ..config import CompileConfig, env_flag
+from .. import core
+from ..config import CompileConfig
+from ..environment import env_flag
 from ..partition.regions import Region
 from .placement import Placement
 
@@ -20,7 +21,7 @@ class ExecutionPlan:
     executor; direct_reason says why the path was or was not taken.
     """
 
-    schedule: _core.Schedule
+    schedule: core.Schedule
     devices: tuple[str, ...]  # per region
     direct: bool
     direct_reason: str
@@ -58,7 +59,7 @@ def build_plan(
     else:
         # A CPU plan keeps its regions as a portable schedule: an artifact saves it, and
         # loading it lowers it again.
-        schedule = _core.Schedule(region_instructions(regions, chosen.program if chosen else None))
+        schedule = core.Schedule(region_instructions(regions, chosen.program if chosen else None))
     return ExecutionPlan(
         schedule=schedule,
         devices=devices,
@@ -70,7 +71,7 @@ def build_plan(
     )
 
 
-def region_instructions(regions: list[Region], lowered=None) -> list[_core.Instruction]:
+def region_instructions(regions: list[Region], lowered=None) -> list[core.Instruction]:
     """One Compute per region, after the regions it reads, with the times the Compute of
     `lowered` (a LoweredProgram, if any) was simulated at."""
     times = {region.index: (-1.0, -1.0) for region in regions}
@@ -79,9 +80,9 @@ def region_instructions(regions: list[Region], lowered=None) -> list[_core.Instr
             if i.id in lowered.region_of:
                 times[lowered.region_of[i.id]] = (i.predicted_start_us, i.predicted_end_us)
     return [
-        _core.Instruction(
+        core.Instruction(
             id=region.index,
-            kind=_core.InstructionKind.Compute,
+            kind=core.InstructionKind.Compute,
             region=region.index,
             device="cpu",
             label=region.name,
@@ -163,9 +164,9 @@ def plan_to_json(plan: ExecutionPlan) -> tuple[dict, list[dict]]:
 def plan_from_json(decisions: dict, schedule: list[dict]) -> ExecutionPlan:
     """The plan plan_to_json described. Raises KeyError/TypeError/ValueError on bad data, and
     ScheduleError when the schedule does not validate."""
-    kinds = {name.lower(): kind for name, kind in _core.InstructionKind.__members__.items()}
+    kinds = {name.lower(): kind for name, kind in core.InstructionKind.__members__.items()}
     instructions = [
-        _core.Instruction(
+        core.Instruction(
             id=int(i["id"]),
             kind=kinds[i["kind"]],
             region=int(i["region"]),
@@ -178,7 +179,7 @@ def plan_from_json(decisions: dict, schedule: list[dict]) -> ExecutionPlan:
         for i in schedule
     ]
     return ExecutionPlan(
-        schedule=_core.Schedule(instructions),
+        schedule=core.Schedule(instructions),
         devices=tuple(str(d) for d in decisions["devices"]),
         direct=bool(decisions["direct"]),
         direct_reason=str(decisions["direct_reason"]),

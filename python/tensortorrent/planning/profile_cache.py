@@ -18,7 +18,7 @@ from typing import Any
 import torch
 from torch import fx
 
-from ..config import env_flag
+from ..environment import env_flag
 from .costs import measure_cpu_seconds
 
 CAPACITY = 4096  # regions remembered; the oldest are forgotten first

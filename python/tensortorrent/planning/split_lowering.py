@@ -13,13 +13,13 @@ the core's views) and `joined` (the join instructions).
 
 from __future__ import annotations
 
-from .. import _core
+from .. import core
 from .layer_split import LayerSplit
 from .machine import CPU_QUEUE, RAM
 from .op import Op
 
-K = _core.InstructionKind
-LIFE = _core.BufferLifetime
+K = core.InstructionKind
+LIFE = core.BufferLifetime
 
 
 class SplitLayers:

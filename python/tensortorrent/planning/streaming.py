@@ -14,9 +14,9 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from .. import _core
+from .. import core
 from ..errors import MemoryCapacityError
-from ..observe.units import format_bytes
+from ..units import format_bytes
 from .activation_spill import ActivationBudgetError
 from .lowering import UNBOUNDED, LoweredProgram, lower, simulated_us
 from .machine import PlanDevice, PlanMachine
@@ -219,7 +219,7 @@ class DiskTier:
     """The chosen streamed program, the simulator's run of it, and why it was chosen."""
 
     plan: LoweredProgram
-    simulated: object  # _core's simulation of plan.program
+    simulated: object  # the core's simulation of plan.program
     reason: str
 
 
@@ -338,7 +338,7 @@ def simulate_plan(plan: LoweredProgram, region_seconds: Sequence[float], read_by
         seconds[ident] = region_seconds[region]
     queues = [0.0] * len(plan.program.queues)
     queues[1] = read_bytes_per_s
-    return _core.simulate_program(plan.program, seconds, queue_bytes_per_s=queues)
+    return core.simulate_program(plan.program, seconds, queue_bytes_per_s=queues)
 
 
 @dataclass(frozen=True)

@@ -14,13 +14,13 @@ import functools
 from collections import defaultdict
 from dataclasses import dataclass
 
-from .. import _core
+from .. import core
 from .machine import IO_QUEUE, RAM
 from .op import Op
 from .weights_on_disk import LOAD_ALIGNMENT, load_phase
 
-K = _core.InstructionKind
-LIFE = _core.BufferLifetime
+K = core.InstructionKind
+LIFE = core.BufferLifetime
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from .. import _core
+from .. import core
 
 # A buffer a Load writes agrees with its file offset modulo 4 KiB (on a 4 KiB boundary for
 # the artifact and cache files, which align their large tensors so; at the same phase for a
@@ -17,7 +17,7 @@ LOAD_ALIGNMENT = 4096
 
 # How long a file must be unchanged before its identity vouches for its bytes (file times
 # can be as coarse as that: common/file_identity.h).
-SETTLED_NS = _core.SETTLED_NANOSECONDS
+SETTLED_NS = core.SETTLED_NANOSECONDS
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,7 @@ class WeightFile:
     size: int
     chunk_bytes: int = 0  # 0: no digests
     chunk_sha256: tuple[str, ...] = ()
-    # _core.FileIdentity of the file when it was read whole and found as its ranges' checksums
+    # core.FileIdentity of the file when it was read whole and found as its ranges' checksums
     # say: a load finding it so skips its CRC-32C pass. None: loads check until one finds
     # its bytes good in a settled file (RangeTrust in storage/io_engine.h).
     verified_as: Any = None
@@ -49,8 +49,8 @@ class WeightFile:
 def identity_if_intact(path: str, before: Any) -> Any:
     """`path`'s identity if it is still `before` (taken before the file was read whole), so
     nothing wrote it meanwhile, and its last change is over SETTLED_NS old; else None."""
-    after = _core.file_identity(path)
-    return after if after == before and _core.identity_settled(after, SETTLED_NS) else None
+    after = core.file_identity(path)
+    return after if after == before and core.identity_settled(after, SETTLED_NS) else None
 
 
 @dataclass(frozen=True)

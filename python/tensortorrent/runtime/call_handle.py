@@ -7,13 +7,13 @@ from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FuturesTimeout
 from typing import Any
 
-from .. import _core
+from .. import core
 
 
 class CallHandle:
     """A call in flight. Thread-safe: any thread may wait on it or cancel it."""
 
-    def __init__(self, future: Future, token: _core.CancelToken, report_of: Callable) -> None:
+    def __init__(self, future: Future, token: core.CancelToken, report_of: Callable) -> None:
         """`future` gives (outputs, raw report); `report_of` turns a raw report into a RunReport."""
         self._future = future
         self._token = token
@@ -36,7 +36,7 @@ class CallHandle:
         return self._future.done()
 
     @property
-    def report(self) -> _core.RunReport | None:
+    def report(self) -> core.RunReport | None:
         """This call's telemetry once it finished successfully; None before, or if it failed."""
         if not self._future.done() or self._future.exception() is not None:
             return None

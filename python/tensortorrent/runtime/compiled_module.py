@@ -14,7 +14,7 @@ import torch
 import torch.utils._pytree as pytree
 from torch import nn
 
-from .. import _core
+from .. import core
 from ..capture.program import NormalizedProgram
 from ..capture.signature import InputSignature
 from ..config import CompileConfig
@@ -165,7 +165,7 @@ class CompiledModule(nn.Module):
         # Each call has its own cancel token; request_cancel() reaches the calls running now.
         # A set's add, discard and copy are atomic (the GIL; a lock per object in
         # free-threaded builds), so calls share it without a lock of their own.
-        self._in_flight: set[_core.CancelToken] = set()
+        self._in_flight: set[core.CancelToken] = set()
         self._submit_pool_lock = threading.Lock()
         # Calls that write buffers back into the model's shared tensors run one at a time.
         self._mutation_lock = threading.Lock() if self._runner.mutations else None
@@ -174,7 +174,7 @@ class CompiledModule(nn.Module):
         # A plain list, not an attribute: nn.Module.__setattr__ costs microseconds per call.
         # Its one item, replaced atomically by the last call to finish (whichever thread ran
         # it), is a RunReport, the duration of a direct-path call in microseconds, or None.
-        self._last_report: list[_core.RunReport | float | None] = [None]
+        self._last_report: list[core.RunReport | float | None] = [None]
         self._last_peaks: dict[str, int] = {}
         self._trainer: CompiledModule | None = None  # the training-mode program (attach_training)
         self._closed = False
@@ -205,12 +205,12 @@ class CompiledModule(nn.Module):
         return self
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
-        return self._call(args, kwargs, _core.CancelToken())[0]
+        return self._call(args, kwargs, core.CancelToken())[0]
 
     def submit(self, *args: Any, **kwargs: Any) -> CallHandle:
         """Starts a call on a background thread and returns its handle at once: the handle
         gives the result, cancels this call alone, and keeps this call's own report."""
-        token = _core.CancelToken()
+        token = core.CancelToken()
         with self._submit_pool_lock:
             if self._submit_pool is None:
                 self._submit_pool = ThreadPoolExecutor(
@@ -271,7 +271,7 @@ class CompiledModule(nn.Module):
             if holder is not None:
                 holder.held.refresh()
 
-    def _call(self, args: tuple, kwargs: dict, token: _core.CancelToken) -> tuple[Any, _core.RunReport | float]:
+    def _call(self, args: tuple, kwargs: dict, token: core.CancelToken) -> tuple[Any, core.RunReport | float]:
         """Runs one call under its own cancel token; returns its outputs and its report."""
         flat = self._signature.flatten(args, kwargs)
         if not self.training:
@@ -288,7 +288,7 @@ class CompiledModule(nn.Module):
             if self._closed and not self._in_flight:  # close() asked from inside a call leaves it to the last
                 self._release()
 
-    def _call_in_flight(self, flat, args, kwargs, token, engine, grad) -> tuple[Any, _core.RunReport | float]:
+    def _call_in_flight(self, flat, args, kwargs, token, engine, grad) -> tuple[Any, core.RunReport | float]:
         # Checked once the call counts as in flight: close() sets the flag before it
         # waits for those, so either it waits for this call or this call sees the flag.
         if self._closed:
@@ -303,7 +303,7 @@ class CompiledModule(nn.Module):
             self._last_peaks = peaks
         return outputs, report
 
-    def _dispatch(self, flat: list[Any], args: tuple, kwargs: dict, token: _core.CancelToken, grad: bool):
+    def _dispatch(self, flat: list[Any], args: tuple, kwargs: dict, token: core.CancelToken, grad: bool):
         """Runs the call on this module's program: (outputs, report, per-tier peaks or None)."""
         if self._plane is not None:
             timeout = self._plan.stall_timeout_s
@@ -311,7 +311,7 @@ class CompiledModule(nn.Module):
             return outputs, report, dict(zip(self._plane.tier_names, peaks))
         return *self._call_direct(flat, args, kwargs, token, grad), None
 
-    def _call_direct(self, flat: list[Any], args: tuple, kwargs: dict, token: _core.CancelToken, grad: bool):
+    def _call_direct(self, flat: list[Any], args: tuple, kwargs: dict, token: core.CancelToken, grad: bool):
         if token.consume():
             raise ExecutionCancelled("call cancelled before its first region")
         start = time.perf_counter()
@@ -340,9 +340,9 @@ class CompiledModule(nn.Module):
         # of nn.TransformerEncoderLayer) that the captured graph spells out.
         return detach_outputs(self._model_forward(*args, **kwargs))
 
-    def _direct_report(self, elapsed_us: float) -> _core.RunReport:
+    def _direct_report(self, elapsed_us: float) -> core.RunReport:
         records = [
-            _core.InstructionRecord(
+            core.InstructionRecord(
                 id=instruction.id,
                 label=instruction.label,
                 kind="compute",
@@ -355,9 +355,9 @@ class CompiledModule(nn.Module):
                 predicted_end_us=instruction.predicted_end_us,
             )
             for instruction in self._plan.schedule.instructions
-            if instruction.kind == _core.InstructionKind.Compute
+            if instruction.kind == core.InstructionKind.Compute
         ]
-        return _core.RunReport(records=records, wall_us=elapsed_us, workers=1)
+        return core.RunReport(records=records, wall_us=elapsed_us, workers=1)
 
     def close(self) -> None:
         """Releases the program now rather than when the module is collected: the calls
@@ -404,11 +404,11 @@ class CompiledModule(nn.Module):
             token.request()
 
     @property
-    def last_report(self) -> _core.RunReport | None:
+    def last_report(self) -> core.RunReport | None:
         """Per-instruction telemetry of the most recent call that finished (None before any)."""
         return self.report_of(self._last_report[0])
 
-    def report_of(self, report: _core.RunReport | float | None) -> _core.RunReport | None:
+    def report_of(self, report: core.RunReport | float | None) -> core.RunReport | None:
         """A call's report: a direct-path call keeps only its duration until asked."""
         return self._direct_report(report) if isinstance(report, float) else report
 

@@ -21,10 +21,10 @@ from dataclasses import dataclass
 
 import torch
 
-from .. import _core
+from .. import core
 from ..backends.interface import DeviceBackend, Event, Queue
 
-LINK = _core.QueueKind.Link
+LINK = core.QueueKind.Link
 
 
 class _Pending:
@@ -99,7 +99,7 @@ class DeviceLink:
         return backend.empty_like(index, value)
 
 
-def reverse_links(program: _core.Program, links: dict[int, DeviceLink]) -> dict[int, DeviceLink]:
+def reverse_links(program: core.Program, links: dict[int, DeviceLink]) -> dict[int, DeviceLink]:
     """Per link queue, the link the other way: "<device>.d2h" for "<device>.h2d" and back,
     "b->a" for "a->b" (a peer link joins both ways)."""
     position = {program.queues[p].name: p for p in links}
@@ -116,7 +116,7 @@ def reverse_links(program: _core.Program, links: dict[int, DeviceLink]) -> dict[
     return reverse
 
 
-def device_links(program: _core.Program, devices: dict[str, tuple[DeviceBackend, int]]) -> dict[int, DeviceLink]:
+def device_links(program: core.Program, devices: dict[str, tuple[DeviceBackend, int]]) -> dict[int, DeviceLink]:
     """Per link queue of `program` ("<device>.h2d", "<device>.d2h", "<from>-><to>" between
     peers), its DeviceLink; `devices` gives each device's backend and index there."""
     links = {}

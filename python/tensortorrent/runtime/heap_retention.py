@@ -17,8 +17,8 @@ from __future__ import annotations
 import logging
 import os
 
-from .. import _core
-from ..observe.units import format_bytes
+from .. import core
+from ..units import format_bytes
 from .program_runner import ProgramRunner
 
 log = logging.getLogger(__name__)
@@ -32,8 +32,8 @@ def retain_heap_for(runner: ProgramRunner) -> None:
     if os.environ.get("TT_HEAP_RETENTION", "1") == "0":
         return
     values = sum(runner.slot_bytes[runner.bound_count :])
-    before = _core.heap_retention()
-    now = _core.retain_freed_heap(min(MAX_RETAINED_BYTES, 2 * values))
+    before = core.heap_retention()
+    now = core.retain_freed_heap(min(MAX_RETAINED_BYTES, 2 * values))
     if now.trim_bytes != before.trim_bytes:
         log.info(
             "freed heap memory kept for reuse up to %s (blocks under %s come from the heap)",

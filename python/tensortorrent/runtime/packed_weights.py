@@ -37,6 +37,7 @@ from ..hardware import conv_kernels, matmul_kernels
 from ..hardware.conv_kernels import Convolution, NormalizedConvolution
 from ..hardware.matmul_kernels import ActivatedProduct, Product
 from ..hardware.side_by_side import time_side_by_side
+from ..partition.region_module import structural_key
 from .activation_chains import activation_after
 from .onednn_linear import on_onednn, operands, product, static_cpu_tensor
 
@@ -207,6 +208,7 @@ def packed_region_graph(
     weights: Mapping[int, torch.Tensor],
     room_bytes: int,
     activations: Callable[[], list],
+    decided: dict[str, int] | None = None,
 ) -> tuple[fx.GraphModule, Packed]:
     """The fastest of the region's graph as captured, with its kernels on packed weights
     where each timed faster alone, and with every kernel oneDNN can take packed: timed
@@ -216,13 +218,19 @@ def packed_region_graph(
     kernels that timed faster alone to 0.70x; a small Llama's down projections, 6% faster
     packed alone, made its decoder layers slower. A packed graph must beat the captured
     one by PACKED_MARGIN, since its copies cost RAM. Each weight is packed once: the
-    graphs share the copies."""
+    graphs share the copies. `decided` remembers, across the regions of one compile, which
+    graph won for each region's structure (partition/region_module.py: structural_key)."""
     every = _packed_kernels(captured, weights, room_bytes, each_timed=False)
     if not every:
         return captured, Packed(0, 0)
     each = [kernel for kernel in every if kernel.faster_alone]
     choices = ([each] if each else []) + ([every] if len(every) != len(each) else [])
     packed_graphs = [_rewritten(captured, chosen) for chosen in choices]
+    # A region like one timed before in this compile (another layer of the same shapes,
+    # with the same kernels packable) takes the graph that won there.
+    key = f"{structural_key(captured)}/{len(each)}/{len(every)}" if decided is not None else None
+    if key is not None and key in decided:
+        return ((captured, Packed(0, 0)), *packed_graphs)[decided[key]]
     with torch.random.fork_rng():  # the caller's seed stays as it was
         inputs = [weights.get(i, value) for i, value in enumerate(activations())]
     best, best_run = (captured, Packed(0, 0)), on_onednn(captured)[0]
@@ -233,6 +241,8 @@ def packed_region_graph(
         log.debug("%d kernel(s) packed: %.3f ms against %.3f ms", candidate[1].count, candidate_s * 1e3, best_s * 1e3)
         if candidate_s * margin < best_s:
             best, best_run = candidate, run
+    if key is not None:
+        decided[key] = 0 if best[1].count == 0 else 1 + packed_graphs.index(best)
     return best
 
 

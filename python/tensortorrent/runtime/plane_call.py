@@ -22,7 +22,7 @@ from typing import Any
 import torch
 import torch.utils._pytree as pytree
 
-from .. import _core
+from .. import core
 from ..backends.interface import Queue
 from ..planning.layer_split import join_features
 from ..planning.lowering import LoweredProgram
@@ -81,11 +81,11 @@ def call_steps(
     buffers, outputs = program.buffers, set(program.outputs)
     readers = [0] * len(buffers)
     instructions, queues = {i.id: i for i in program.schedule.instructions}, program.queues
-    copies = [i for i in instructions.values() if i.kind == _core.InstructionKind.Copy]
+    copies = [i for i in instructions.values() if i.kind == core.InstructionKind.Copy]
     for reads in [r for r, _ in lowered.operands.values()] + [i.reads for i in copies]:
         for buffer in reads:
             spec = buffers[buffer]
-            if spec.torch_owned and spec.lifetime == _core.BufferLifetime.Transient and buffer not in outputs:
+            if spec.torch_owned and spec.lifetime == core.BufferLifetime.Transient and buffer not in outputs:
                 readers[buffer] += 1
     special = set(lowered.views) | set(lowered.carried)
     computes = {}
@@ -123,7 +123,7 @@ class PlaneCall:
         self,
         runner: ProgramRunner,
         lowered: LoweredProgram,
-        plane: _core.DataPlane,
+        plane: core.DataPlane,
         memory,
         flat_inputs: list[Any],
         steps: CallSteps,

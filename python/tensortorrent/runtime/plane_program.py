@@ -17,23 +17,23 @@ from typing import Any
 
 import torch
 
-from .. import _core
+from .. import core
 from ..backends.interface import DeviceBackend
 from ..backends.virtual import VirtualBackend
 from ..errors import InvalidArgumentError
-from ..observe.units import format_bytes
 from ..planning.lowering import UNBOUNDED, LoweredProgram
 from ..planning.machine import RAM, PlanMachine
 from ..planning.streaming import predicted_at
 from ..planning.weights_on_disk import SETTLED_NS, WeightsOnDisk
+from ..units import format_bytes
 from .device_copies import device_links
 from .held_weights import HeldWeights
 from .host_pins import HostPins, page_spans
 from .plane_call import PlaneCall, call_steps
 from .program_runner import ProgramRunner
 
-K = _core.InstructionKind
-LIFE = _core.BufferLifetime
+K = core.InstructionKind
+LIFE = core.BufferLifetime
 
 
 class PlaneProgram:
@@ -45,7 +45,7 @@ class PlaneProgram:
         runner: ProgramRunner,
         plan: LoweredProgram,
         weights: WeightsOnDisk | None = None,
-        io: _core.IoEngine | None = None,
+        io: core.IoEngine | None = None,
         reads: str = "",
         spill_dir: str = "",
         costs: str = "",
@@ -69,12 +69,12 @@ class PlaneProgram:
         program = plan.program
         queues = program.queues
         # The caller's thread computes too; each virtual device's regions need a thread of their own.
-        devices = sum(1 for q in queues[2:] if q.kind == _core.QueueKind.Compute)
+        devices = sum(1 for q in queues[2:] if q.kind == core.QueueKind.Compute)
         if io is None and plan.spilled_bytes:
-            io = _core.IoEngine(threads=queues[1].capacity, queue_depth=queues[1].capacity)
+            io = core.IoEngine(threads=queues[1].capacity, queue_depth=queues[1].capacity)
         self.spill_dir = spill_dir
         workers = max(1, queues[0].capacity - 1 + devices)
-        self.plane = _core.DataPlane(program, io, workers=workers, spill_dir=spill_dir)
+        self.plane = core.DataPlane(program, io, workers=workers, spill_dir=spill_dir)
         self.devices = device_backends(program, machine)
         if weights is not None:
             self.resident_tensors = self._load_residents()
@@ -147,7 +147,7 @@ class PlaneProgram:
     @property
     def tier_names(self) -> list[str]:
         """The tiers whose peaks a call reports: every one but disk."""
-        return [t.name for t in self.plan.program.tiers if t.kind != _core.TierKind.Disk]
+        return [t.name for t in self.plan.program.tiers if t.kind != core.TierKind.Disk]
 
     def describe(self) -> list[str]:
         """explain()'s lines: what streams, the prefetch distance, the memory plan and the program."""
@@ -248,7 +248,7 @@ class PlaneProgram:
     def run(
         self,
         flat_inputs: list[Any],
-        token: _core.CancelToken,
+        token: core.CancelToken,
         stall_timeout_s: float,
         timeout_s: float,
         grad: bool = False,
@@ -275,7 +275,7 @@ class PlaneProgram:
             plane.end_call(memory)
 
 
-def device_backends(program: _core.Program, machine: PlanMachine | None) -> dict[str, tuple[DeviceBackend, int]]:
+def device_backends(program: core.Program, machine: PlanMachine | None) -> dict[str, tuple[DeviceBackend, int]]:
     """Per device tier of `program`, by name, its backend and index there: a real
     accelerator's own, and one virtual backend for the declared devices."""
     planned = list(machine.devices) if machine is not None else []
@@ -284,6 +284,6 @@ def device_backends(program: _core.Program, machine: PlanMachine | None) -> dict
     devices = {spec.name: (virtual, index) for index, spec in enumerate(declared)}
     devices.update((d.name, (d.spec.backend, d.spec.index)) for d in planned if d.spec is not None and not d.declared)
     for tier in program.tiers:
-        if tier.kind == _core.TierKind.Device and tier.name not in devices:
+        if tier.kind == core.TierKind.Device and tier.name not in devices:
             raise InvalidArgumentError(f"the program has device tier {tier.name!r}, but no such device was given")
     return devices

@@ -44,8 +44,8 @@ from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
 from ..errors import UnsupportedError
 from ..hardware.side_by_side import time_side_by_side
-from ..observe.units import format_bytes
 from ..partition import Region, build_region_module
+from ..units import format_bytes
 from .onednn_linear import on_onednn, onednn_count
 from .packed_weights import PackedKernel, packed_region_graph, running, traceable
 
@@ -186,6 +186,7 @@ def compile_regions(
     # and a region compiled for another layout would copy it back on every call.
     arriving: dict[fx.Node, tuple[int, ...]] = {}
     compiling = mode != EAGER if saved is None else any(choice.backend == INDUCTOR for choice in saved)
+    packing_decided: dict[str, int] = {}  # region structure -> the graph that won (packed_region_graph)
     for region in regions:
         captured = build_region_module(program.graph_module, region)
         module, onednn = on_onednn(captured)
@@ -194,7 +195,11 @@ def compile_regions(
         # The eager graph: products and convolutions on packed weights where faster, then
         # the other products on oneDNN where faster.
         eager, packed = packed_region_graph(
-            captured, weights, pack_room_bytes, functools.partial(example_inputs, region.in_nodes, skip=weights)
+            captured,
+            weights,
+            pack_room_bytes,
+            functools.partial(example_inputs, region.in_nodes, skip=weights),
+            packing_decided,
         )
         eager, eager_onednn = on_onednn(eager) if packed.count else (module, onednn)
         pack_room_bytes -= packed.nbytes

@@ -16,9 +16,9 @@ from typing import Any
 
 import torch
 
-from .. import _core
-from ..artifact.weights import SAFETENSORS_DTYPES
+from .. import core
 from ..errors import CheckpointError, InvalidArgumentError, NotFoundError, StorageError
+from .safetensors_file import SAFETENSORS_DTYPES
 
 SAFETENSORS_SUFFIX = ".safetensors"
 INDEX_SUFFIX = ".safetensors.index.json"
@@ -143,7 +143,7 @@ def tensors_of_file(path: str) -> list[CheckpointTensor]:
         problem = "is a folder, not a .safetensors file" if os.path.isdir(path) else "does not exist"
         raise CheckpointError(f"checkpoint file {path} {problem}")
     try:
-        header = _core.read_safetensors_header(path)
+        header = core.read_safetensors_header(path)
     except (StorageError, NotFoundError) as error:
         raise CheckpointError(f"checkpoint file {path} is not a readable safetensors file: {error}") from error
     tensors = []

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 import torch
 
-from .. import _core
-from ..capture.program import NormalizedProgram
+from .. import core
 from ..planning.weights_on_disk import WeightFile, WeightRange, WeightsOnDisk, identity_if_intact
 from .checkpoint import Checkpoint
 from .name_matching import match_checkpoint
+
+if TYPE_CHECKING:  # a type read here; capture builds on storage
+    from ..capture.program import NormalizedProgram
 
 
 def weights_in_checkpoint(program: NormalizedProgram, checkpoint: Checkpoint) -> WeightsOnDisk:
@@ -53,17 +56,17 @@ def with_checksums(weights: WeightsOnDisk, budget_bytes: int) -> WeightsOnDisk:
     unless its file still has that identity, so a checkpoint changed after compile fails
     that load (tt.DataCorruptionError naming the file) instead of running on other weights."""
     chunk = torch.empty(max(4096, min(CHECKSUM_CHUNK_BYTES, budget_bytes // 8)), dtype=torch.uint8)
-    io = _core.IoEngine(threads=2, queue_depth=2)
+    io = core.IoEngine(threads=2, queue_depth=2)
     ranges, files = {}, []
     for index, file in enumerate(weights.files):
-        before = _core.file_identity(file.path)
+        before = core.file_identity(file.path)
         in_file = sorted((item for item in weights.ranges.items() if item[1].file == index), key=lambda i: i[1].offset)
         for slot, place in in_file:
             crc, done = 0, 0
             while done < place.nbytes:
                 piece = chunk[: min(chunk.numel(), place.nbytes - done)]
                 io.read_into(file.path, place.offset + done, piece)
-                crc = _core.crc32c(piece, crc)
+                crc = core.crc32c(piece, crc)
                 done += piece.numel()
             ranges[slot] = replace(place, crc32c=crc)
         files.append(replace(file, verified_as=identity_if_intact(file.path, before)))

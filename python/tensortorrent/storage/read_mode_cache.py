@@ -14,7 +14,7 @@ import os
 import time
 from typing import Any
 
-from ..config import env_flag
+from ..environment import env_flag
 from ..files import write_text_atomically
 from ..hardware.budgets import spill_root
 from ..version import __version__

@@ -17,7 +17,7 @@ import os
 import shutil
 import threading
 
-from .. import _core
+from .. import core
 from ..config import CompileConfig
 from ..errors import ConfigValueError
 from ..files import nearest_existing
@@ -34,7 +34,7 @@ def process_spill_dir(config: CompileConfig) -> str:
     processes there removed) on first use. Raises ConfigValueError for a root in RAM
     without allow_tmpfs_spill, OSError when the folder cannot be created."""
     root = os.path.abspath(spill_root(config.spill_dir))
-    if _core.probe_disk(nearest_existing(root)).in_memory and not config.allow_tmpfs_spill:
+    if core.probe_disk(nearest_existing(root)).in_memory and not config.allow_tmpfs_spill:
         raise ConfigValueError(
             f"spill directory {root} is on a filesystem held in RAM (tmpfs or ramfs): spilling there "
             "saves no RAM; set CompileConfig.spill_dir or TT_SPILL_DIR to a folder on a disk, or "

@@ -15,14 +15,17 @@ import json
 import os
 import uuid
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from ..artifact.integrity import digest_file
-from ..artifact.weights import tensor_crc32c, write_safetensors
-from ..capture.program import BoundTensor
 from ..errors import MemoryCapacityError
 from ..files import write_text_atomically
 from ..hardware.budgets import spill_root
-from ..observe.units import format_bytes
+from ..units import format_bytes
+from .file_digests import digest_file
+from .safetensors_file import tensor_crc32c, write_safetensors
+
+if TYPE_CHECKING:  # a type read here; capture builds on storage
+    from ..capture.program import BoundTensor
 
 PREFIX, SUFFIX, SIDECAR = "weights-", ".safetensors", ".json"
 

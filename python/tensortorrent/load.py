@@ -1,4 +1,5 @@
-"""tt.load_compiled(dir): verify, open safely, then replay the saved plan or re-plan."""
+"""tt.load_compiled(dir): verify, open safely, then replay the saved plan or re-plan.
+The artifact package reads and checks the files; this module builds the module from them."""
 
 from __future__ import annotations
 
@@ -10,27 +11,27 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..capture import InputSignature, normalize
-from ..capture.export import drop_dead_nodes, with_tensors
-from ..config import CompileConfig
-from ..errors import ArtifactError, InvalidArgumentError, TensorTorrentError, UnsupportedFeatureError
-from ..hardware import hardware_fingerprint, hold_torch_threads
-from ..hardware.virtual import VirtualDevice
-from ..partition import parameter_owners, partition, regions_from_names
-from ..planning import build_plan, plan_from_json
-from ..planning.fit import weight_bytes
-from ..planning.weights_on_disk import WeightsOnDisk
-from ..runtime import CompiledModule
-from ..runtime.packed_weights import pack_room_bytes
-from ..runtime.region_backends import RegionChoice, compile_regions
-from .devices import saved_devices
-from .integrity import list_files, read_file, read_integrity
-from .layout import MANIFEST, check_manifest
+from .artifact.devices import saved_devices
+from .artifact.integrity import list_files, read_file, read_integrity
+from .artifact.layout import MANIFEST, check_manifest
+from .artifact.program_archive import load_program
+from .artifact.streamed_weights import meta_tensors, stream_weights, weights_file
+from .artifact.weight_references import checked_files, referenced_range, referenced_weights
+from .capture import InputSignature, normalize
+from .capture.export import drop_dead_nodes, with_tensors
+from .config import CompileConfig
+from .errors import ArtifactError, InvalidArgumentError, TensorTorrentError, UnsupportedFeatureError
+from .hardware import hardware_fingerprint, hold_torch_threads
+from .hardware.virtual import VirtualDevice
 from .onto_devices import devices_here, onto_devices, saved_layers
-from .program_archive import load_program
-from .streamed_weights import meta_tensors, stream_weights, weights_file
-from .weight_references import checked_files, referenced_range, referenced_weights
-from .weights import read_range, tensors_from_safetensors
+from .partition import parameter_owners, partition, regions_from_names
+from .planning import build_plan, plan_from_json
+from .planning.fit import weight_bytes
+from .planning.weights_on_disk import WeightsOnDisk
+from .runtime import CompiledModule
+from .runtime.packed_weights import pack_room_bytes
+from .runtime.region_backends import RegionChoice, compile_regions
+from .storage.safetensors_file import read_range, tensors_from_safetensors
 
 
 def load_compiled(

@@ -6,14 +6,16 @@ import ctypes
 import json
 import struct
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
-from .. import _core
-from ..capture.program import BoundTensor
+from .. import core
 from ..errors import ArtifactError, StorageError, UnsupportedError
 from ..planning.weights_on_disk import WeightRange, WeightsOnDisk
+
+if TYPE_CHECKING:  # a type read here; capture builds on storage
+    from ..capture.program import BoundTensor
 
 # Where a tensor's bytes start decides which BLAS kernel torch picks, and kernels round
 # differently: a loaded weight must be as aligned as torch's own allocations (64 bytes)
@@ -125,7 +127,7 @@ def read_range(on_disk: WeightsOnDisk, place: WeightRange, name: str) -> torch.T
             if not count:
                 raise StorageError(f"{path}: ends at byte {place.offset + filled}, {name!r} needs {place.nbytes} bytes")
             filled += count
-    if place.crc32c >= 0 and _core.crc32c(raw) != place.crc32c:
+    if place.crc32c >= 0 and core.crc32c(raw) != place.crc32c:
         raise StorageError(f"{path}: {name!r} at byte {place.offset} fails its CRC-32C: the file changed")
     return raw.view(place.dtype).reshape(place.shape)
 
@@ -174,7 +176,7 @@ def tensor_crc32c(tensor: torch.Tensor) -> int:
     """The CRC-32C of a contiguous CPU tensor's bytes, read in place."""
     if not _nbytes(tensor):
         return 0
-    return _core.crc32c(tensor.reshape(-1).view(torch.uint8))
+    return core.crc32c(tensor.reshape(-1).view(torch.uint8))
 
 
 def _alignment_rank(nbytes: int) -> int:

@@ -8,24 +8,24 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..build import Build
-from ..capture import InputSignature
-from ..config import CompileConfig
-from ..errors import ArtifactError
-from ..from_checkpoint import StreamedSource, streamed_module
-from ..hardware import discover_devices, resolve_budgets
-from ..hardware.accelerator import named_accelerators
-from ..hardware.budgets import Budgets
-from ..hardware.devices import names_accelerator
-from ..hardware.virtual import VirtualDevice, check_machine
-from ..observe.progress import CompileProgress
-from ..planning.fit import check_fits, weight_bytes
-from ..planning.machine import PlanMachine, resolve_machine
-from ..planning.streaming import UNBOUNDED
-from ..planning.weights_on_disk import WeightsOnDisk
-from ..runtime import CompiledModule
-from .devices import saved_devices
-from .layout import MANIFEST
+from .artifact.devices import saved_devices
+from .artifact.layout import MANIFEST
+from .build import Build
+from .capture import InputSignature
+from .config import CompileConfig
+from .errors import ArtifactError
+from .from_checkpoint import StreamedSource, streamed_module
+from .hardware import discover_devices, resolve_budgets
+from .hardware.accelerator import named_accelerators
+from .hardware.budgets import Budgets
+from .hardware.devices import names_accelerator
+from .hardware.virtual import VirtualDevice, check_machine
+from .observe.progress import CompileProgress
+from .planning.fit import check_fits, weight_bytes
+from .planning.machine import PlanMachine, resolve_machine
+from .planning.streaming import UNBOUNDED
+from .planning.weights_on_disk import WeightsOnDisk
+from .runtime import CompiledModule
 
 log = logging.getLogger(__name__)
 
