@@ -129,6 +129,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="small models, 2 samples: a smoke test")
     parser.add_argument("--out", type=Path, help="write the results here instead of bench/results/")
+    parser.add_argument(
+        "--workloads", default=",".join(WORKLOAD_NAMES), help=f"comma-separated, of {', '.join(WORKLOAD_NAMES)}"
+    )
     parser.add_argument("--sample", help=argparse.SUPPRESS)  # one sample, in a fresh process
     order = parser.add_mutually_exclusive_group()
     order.add_argument("--compile-first", action="store_true", help=argparse.SUPPRESS)
@@ -142,8 +145,8 @@ def main() -> None:
     samples = 2 if options.quick else SAMPLES
     results = {
         "suite": "compile_time",
-        "quick": options.quick,
-        "started": started.isoformat(),
+        "mode": "quick" if options.quick else "full",
+        "utc": started.isoformat(),
         "machine": machine(),
         "protocol": (
             f"{samples} cold samples per workload, each in a fresh process: torch.export.export and "
@@ -152,7 +155,9 @@ def main() -> None:
         "targets": {"gpt2_small_ratio": TARGET_RATIO, "gpt2_small_seconds": TARGET_GPT2_S},
         "workloads": {},
     }
-    for name in WORKLOAD_NAMES:
+    for name in options.workloads.split(","):
+        if name not in WORKLOAD_NAMES:
+            parser.error(f"--workloads: unknown workload {name!r}; known: {', '.join(WORKLOAD_NAMES)}")
         print(f"== {name}")
         try:
             results["workloads"][name] = bench_workload(name, options.quick, samples)

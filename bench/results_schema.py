@@ -236,7 +236,25 @@ def s3(data: dict) -> None:
         )
 
 
-SUITES = {"S1": s1, "S2": s2, "S3": s3}
+def seconds(obj: dict, path: str) -> None:
+    fields(obj, path, median_s="number", min_s="number", max_s="number")
+    items(field(obj, "samples_s", "list", path), "number", f"{path}.samples_s")
+
+
+def compile_time(data: dict) -> None:
+    fields(field(data, "targets", "object", "$"), "$.targets", gpt2_small_ratio="number", gpt2_small_seconds="number")
+    field(data, "protocol", "str", "$")
+    for name, result in field(data, "workloads", "object", "$").items():
+        path = f"$.workloads.{name}"
+        if result.get("status") == "failed":
+            field(result, "error", "str", path)
+            continue
+        seconds(field(result, "torch_export", "object", path), f"{path}.torch_export")
+        seconds(field(result, "tensortorrent_compile", "object", path), f"{path}.tensortorrent_compile")
+        fields(result, path, ratio_of_medians="number", description="str")
+
+
+SUITES = {"S1": s1, "S2": s2, "S3": s3, "compile_time": compile_time}
 # The older benchmarks name themselves by "benchmark" only; S1 also writes "suite".
 BENCHMARK_SUITES = {"s1_fit": "S1", "streaming": "S2", "planner": "S3"}
 
@@ -245,12 +263,14 @@ def suite_of(data: dict) -> str:
     """Which suite a results file belongs to, from its own fields."""
     suite = data.get("suite") or BENCHMARK_SUITES.get(data.get("benchmark"))
     if suite not in SUITES:
-        raise ValueError(f"$.benchmark: not a results file of suite S1, S2 or S3: {data.get('benchmark')!r}")
+        raise ValueError(
+            f"$.benchmark: not a results file of suite S1, S2, S3 or compile_time: {data.get('benchmark')!r}"
+        )
     return suite
 
 
 def validate(data: dict) -> None:
-    """Raises ValueError naming the JSON path of the first problem in a results file of S1, S2 or S3."""
+    """Raises ValueError naming the JSON path of the first problem in a results file of S1, S2, S3 or compile_time."""
     if not isinstance(data, dict):
         raise ValueError("$: expected object")
     suite = suite_of(data)
@@ -273,6 +293,17 @@ def load(path: Path) -> dict:
     except ValueError as error:  # json.JSONDecodeError is one too
         raise ValueError(f"{path}: {error}") from None
     return data
+
+
+def load_earliest_full(results_dir: Path, stem: str) -> dict | None:
+    """The earliest full run among the dated files RESULTS_DIR/STEM-<UTC>.json, validated:
+    the baseline a later run is read against; None where there is none."""
+    for path in sorted(Path(results_dir).glob(f"{stem}-*.json")):
+        if re.fullmatch(rf"{re.escape(stem)}-\d{{8}}T\d{{6}}Z\.json", path.name):
+            data = load(path)
+            if data["mode"] == "full":
+                return data
+    return None
 
 
 def load_latest_elsewhere(results_dir: Path, stem: str, latest: dict | None) -> list[dict]:

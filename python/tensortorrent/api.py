@@ -17,15 +17,12 @@ from .capture.module_graph import ModuleGraph, checked, series
 from .config import CompileConfig
 from .errors import InvalidArgumentError, UnsupportedFeatureError
 from .from_checkpoint import compile_from_checkpoint, exported_source
-from .hardware import discover_devices, hold_torch_threads, resolve_budgets
-from .hardware.accelerator import named_accelerators
-from .hardware.devices import names_accelerator
-from .hardware.virtual import VirtualDevice, check_machine
+from .hardware.virtual import VirtualDevice
 from .observe.progress import CompileProgress
 from .planning.fit import check_fits, weight_bytes
-from .planning.machine import resolve_machine
 from .runtime import CompiledModule
 from .runtime.numerics_check import check_numerics
+from .target import resolve_target
 
 log = logging.getLogger(__name__)
 
@@ -71,9 +68,8 @@ def compile(
         return compile_from_checkpoint(source, args, kwargs, config, checkpoint, devices, machine)
     # An exported program's own module holds its weights (the same tensors) and runs its graph.
     model = exported.module() if exported is not None else model
-    # Accelerators are probed only for a plan that may use one: probing creates CUDA contexts.
-    budgets = resolve_budgets(config, devices=discover_devices(accelerators=names_accelerator(devices)))
-    hold_torch_threads(budgets.cpus)
+    target = resolve_target(devices, machine, config)
+    budgets = target.budgets
     model = check_model(checked(model, args, kwargs) if isinstance(model, ModuleGraph) else model)
     model_name = "ExportedProgram" if exported is not None else type(model).__qualname__
     check_weights_present(model)
@@ -88,10 +84,6 @@ def compile(
             "raise the RAM budget so that the weights stay in memory",
         )
     may_stream = config.ram_budget_bytes is not None and config.allow_disk_streaming and not config.allow_training
-    plan_machine = resolve_machine(
-        devices, check_machine(machine), budgets.ram.amount, named_accelerators(devices, budgets)
-    )
-    plan_machine.check_activation_budget(config.activation_budget_bytes, "tt.compile")
     if not may_stream:
         check_fits(weight_bytes(model), budgets, streaming_refused=over_budget)  # before export: the heavy work
 
@@ -102,7 +94,7 @@ def compile(
         + (["stream"] if over_budget else [])
         + (["training"] if config.allow_training else [])
     )
-    build = Build(model, model_name, args, kwargs, config, budgets, plan_machine, may_stream=may_stream)
+    build = Build(model, model_name, args, kwargs, config, target, may_stream=may_stream)
     with CompileProgress(stages) as progress:
         with progress.stage("export"):
             captured = functional_program(exported) if exported is not None else capture_model(model, args, kwargs)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from dataclasses import replace
 
 import torch
 
@@ -21,12 +20,13 @@ from .planning.machine import RAM
 from .planning.placement import place
 from .planning.profile_cache import profiled_cpu_seconds
 from .planning.saved_for_backward import saved_bytes
-from .planning.streaming import UNBOUNDED, Layout
+from .planning.streaming import Layout
 from .runtime import CompiledModule
 from .runtime.device_kernels import accelerator_regions
 from .runtime.packed_weights import pack_room_bytes
 from .runtime.program_runner import ProgramRunner
 from .runtime.region_backends import EAGER, INDUCTOR, compile_regions, eager_backends, unless_model_forward_is_faster
+from .target import Target
 from .units import format_bytes
 
 log = logging.getLogger(__name__)
@@ -50,8 +50,7 @@ class Build:
         args,
         kwargs,
         config,
-        budgets,
-        plan_machine,
+        target: Target,
         *,
         layers: frozenset[str] | None = None,
         model_forward: bool = True,
@@ -59,7 +58,8 @@ class Build:
         may_stream: bool = False,
     ) -> None:
         self.model, self.model_name, self.args, self.kwargs = model, model_name, args, kwargs
-        self.config, self.budgets, self.plan_machine = config, budgets, plan_machine
+        self.config, self.target = config, target
+        self.budgets, self.plan_machine = target.budgets, target.machine
         self.layers = layer_paths(model) if layers is None else layers
         self.model_forward, self.origin = model_forward, origin
         self.may_stream = may_stream
@@ -160,7 +160,7 @@ class Build:
         return partition(program, layers, self.config.max_region_nodes, innermost=fine)
 
     def _machine(self, streaming: bool):
-        return replace(self.plan_machine, ram_bytes=UNBOUNDED) if streaming else self.plan_machine
+        return self.target.streamed() if streaming else self.plan_machine
 
     def _place(self, runner, regions, seconds, plan_machine, training: bool = False):
         config, cpus = self.config, self.budgets.cpus.amount
@@ -177,7 +177,7 @@ class Build:
         place it (region times measured where devices make the placement depend on them)."""
         regions = self._partition(program, streaming=False)
         runner = ProgramRunner(program, regions)
-        machine = replace(self.plan_machine, ram_bytes=UNBOUNDED)
+        machine = self.target.streamed()
         seconds = [0.0] * len(regions)
         if not machine.is_cpu_only:
             flat = InputSignature(self.args, self.kwargs).flatten(self.args, self.kwargs)

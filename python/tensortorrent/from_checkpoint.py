@@ -34,18 +34,13 @@ from .capture.export import check_eval_semantics
 from .capture.weightless import capture_weightless, exported_weightless
 from .config import CompileConfig
 from .errors import InvalidArgumentError, NotFoundError, StorageError, UnsupportedFeatureError
-from .hardware import discover_devices, hold_torch_threads, resolve_budgets
-from .hardware.accelerator import named_accelerators
-from .hardware.devices import names_accelerator
-from .hardware.virtual import check_machine
 from .objective import ObjectiveFunction
 from .observe.progress import CompileProgress
 from .partition import layer_paths, parameter_owners, partition
 from .planning import build_plan
 from .planning.costs import region_costs, roofline_seconds
-from .planning.machine import resolve_machine
 from .planning.placement import place
-from .planning.streaming import UNBOUNDED, Layout
+from .planning.streaming import Layout
 from .planning.weights_on_disk import WeightsOnDisk
 from .runtime import CompiledModule
 from .runtime.program_runner import ProgramRunner
@@ -53,6 +48,7 @@ from .runtime.region_backends import EAGER, compile_regions
 from .storage.checkpoint import open_checkpoint
 from .storage.checkpoint_weights import weights_in_checkpoint, with_checksums
 from .storage.name_matching import describe_files
+from .target import Target, resolve_target
 
 log = logging.getLogger(__name__)
 
@@ -94,10 +90,7 @@ def compile_from_checkpoint(
     """The compiled module of `model` (or of an exported program, whose own weights are not
     used) with its weights in `checkpoint` (see the module's docstring), on `devices` (and
     the virtual devices `machine` declares), as tt.compile takes them."""
-    budgets = resolve_budgets(config, devices=discover_devices(accelerators=names_accelerator(devices)))
-    hold_torch_threads(budgets.cpus)
-    plan_machine = resolve_machine(devices, check_machine(machine), UNBOUNDED, named_accelerators(devices, budgets))
-    plan_machine.check_activation_budget(config.activation_budget_bytes, "tt.compile")
+    target = resolve_target(devices, machine, config)
     if config.validate_numerics:
         raise UnsupportedFeatureError(
             "validate_numerics=True",
@@ -122,10 +115,9 @@ def compile_from_checkpoint(
         compiled = streamed_module(
             StreamedSource(model, model_name, program, signature, weights, checksum=True),
             layer_paths(model),
-            plan_machine,
+            target,
             signature.flatten(args, kwargs),
             config,
-            budgets,
             progress,
             f"weights read in place from checkpoint {describe_files(files.files)}",
         )
@@ -150,13 +142,14 @@ class StreamedSource:
 
 
 def streamed_module(
-    source: StreamedSource, layers: frozenset[str], machine, flat: list, config, budgets, progress, origin: str
+    source: StreamedSource, layers: frozenset[str], target: Target, flat: list, config, progress, origin: str
 ) -> CompiledModule:
     """The CompiledModule of `source`'s program, its weights streamed within the RAM budget
-    onto `machine`: on devices, placed first (place_streamed); `flat` are inputs of the
+    onto `target`'s devices: on devices, placed first (place_streamed); `flat` are inputs of the
     compiled shapes; `progress` shows the stages partition, compile regions, plan and
     stream; `origin` begins explain()'s line on where the module came from."""
     program, weights = source.program, source.weights
+    machine, budgets = target.streamed(), target.budgets
     with progress.stage("partition"):
         # Weights stream a parameter group at a time: every module owning parameters is a layer.
         regions = partition(program, layers | parameter_owners(program), config.max_region_nodes, innermost=True)

@@ -21,9 +21,9 @@ from .capture import InputSignature, normalize
 from .capture.export import drop_dead_nodes, with_tensors
 from .config import CompileConfig
 from .errors import ArtifactError, InvalidArgumentError, TensorTorrentError, UnsupportedFeatureError
-from .hardware import hardware_fingerprint, hold_torch_threads
+from .hardware import hardware_fingerprint
 from .hardware.virtual import VirtualDevice
-from .onto_devices import devices_here, onto_devices, saved_layers
+from .onto_devices import onto_devices, saved_layers, target_here
 from .partition import parameter_owners, partition, regions_from_names
 from .planning import build_plan, plan_from_json
 from .planning.fit import weight_bytes
@@ -69,7 +69,7 @@ def load_compiled(
     # A RAM budget given is a budget kept: the weights stay on disk and stream through the
     # core; without one they are read whole, as views of the bytes read.
     streaming = config.ram_budget_bytes is not None
-    here = devices_here(manifest, devices, machine, config)
+    target = target_here(manifest, devices, machine, config)
     meta_program = load_program(read(manifest["files"]["program"]), manifest["files"]["program"])
     weights_name = manifest["files"]["weights"]
     referenced = "weight_files" in manifest  # saved with weights="reference"
@@ -95,10 +95,9 @@ def load_compiled(
         record = records[weights_name] if records is not None else None
         weights = weights_file(os.path.join(directory, weights_name), header, manifest["weights"], program, record)
     verify = weights is not None and not referenced and records is not None  # referenced: checked already
-    budgets = here.budgets
-    hold_torch_threads(budgets.cpus)
-    if not here.machine.is_cpu_only:
-        return onto_devices(manifest, directory, model, program, signature, config, here, weights, verify)
+    budgets = target.budgets
+    if not target.machine.is_cpu_only:
+        return onto_devices(manifest, directory, model, program, signature, config, target, weights, verify)
     # Streaming reads weights a parameter group at a time: every module owning parameters is a layer.
     owners = parameter_owners(program)
     regions, plan, origin, replayed = _regions_and_plan(
@@ -127,7 +126,7 @@ def load_compiled(
         regions=regions,
         plan=plan,
         config=config,
-        origin=origin + here.note(),
+        origin=origin + target.note(),
         cpu_seconds=_saved_cpu_seconds(manifest, len(regions)) if replayed else None,
         streamed=streamed,
         ram_budget_bytes=ram_budget_bytes,

@@ -3,9 +3,7 @@ was compiled for), and its program planned onto them as tt.compile plans a model
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from .artifact.devices import saved_devices
@@ -15,44 +13,24 @@ from .capture import InputSignature
 from .config import CompileConfig
 from .errors import ArtifactError
 from .from_checkpoint import StreamedSource, streamed_module
-from .hardware import discover_devices, resolve_budgets
-from .hardware.accelerator import named_accelerators
-from .hardware.budgets import Budgets
-from .hardware.devices import names_accelerator
 from .hardware.virtual import VirtualDevice, check_machine
 from .observe.progress import CompileProgress
 from .planning.fit import check_fits, weight_bytes
-from .planning.machine import PlanMachine, resolve_machine
-from .planning.streaming import UNBOUNDED
 from .planning.weights_on_disk import WeightsOnDisk
 from .runtime import CompiledModule
-
-log = logging.getLogger(__name__)
+from .target import Target, resolve_target
 
 CALLER = "tt.load_compiled"
 STAGES = ["partition", "compile regions", "profile", "plan", "build"]
 STREAMED_STAGES = ["partition", "compile regions", "plan", "stream"]
 
 
-@dataclass(frozen=True)
-class DevicesHere:
-    """Where a loaded artifact's regions may compute, with this machine's budgets."""
-
-    machine: PlanMachine
-    budgets: Budgets
-    missing: tuple[str, ...]  # devices it was compiled for that this machine lacks, left out
-
-    def note(self) -> str:
-        """What explain() adds to where the plan came from: the devices left out."""
-        return f" (compiled for {', '.join(self.missing)} too, which this machine lacks)" if self.missing else ""
-
-
-def devices_here(
+def target_here(
     manifest: dict[str, Any],
     devices: str | list[str] | None,
     machine: VirtualDevice | Sequence[VirtualDevice] | None,
     config: CompileConfig,
-) -> DevicesHere:
+) -> Target:
     """The devices load_compiled plans for: those named (as tt.compile's `devices`), or by
     default those the artifact was compiled for that are here. Virtual devices are declared
     again from the manifest; `machine` adds declarations or replaces them by name."""
@@ -62,20 +40,7 @@ def devices_here(
         if virtual is not None:
             declared.setdefault(name, virtual)
     requested = [name for name, _ in saved] if devices is None else devices
-    budgets = resolve_budgets(config, devices=discover_devices(accelerators=names_accelerator(requested)))
-    accelerators = named_accelerators(requested, budgets)
-    missing: tuple[str, ...] = ()
-    if devices is None:
-        missing = tuple(name for name in requested if name not in ("cpu", *declared, *accelerators))
-        requested = [name for name in requested if name not in missing] or ["cpu"]
-        if missing:
-            log.warning("the artifact was compiled for %s, not on this machine: planning without", ", ".join(missing))
-    # Under a RAM budget the weights stream (load.py): the streamed program, not the
-    # placement, holds RAM to the budget, as in tt.compile.
-    ram = UNBOUNDED if config.ram_budget_bytes is not None else budgets.ram.amount
-    plan_machine = resolve_machine(requested, tuple(declared.values()), ram, accelerators, CALLER)
-    plan_machine.check_activation_budget(config.activation_budget_bytes, CALLER)
-    return DevicesHere(plan_machine, budgets, missing)
+    return resolve_target(requested, tuple(declared.values()), config, CALLER, here_only=devices is None)
 
 
 def saved_layers(manifest: dict[str, Any]) -> frozenset[str]:
@@ -93,25 +58,24 @@ def onto_devices(
     program,
     signature: InputSignature,
     config: CompileConfig,
-    here: DevicesHere,
+    target: Target,
     weights: WeightsOnDisk | None = None,
     verify: bool = False,
 ) -> CompiledModule:
     """The loaded program (its weights bound in `model`, or left on disk where `weights`
-    says, under a RAM budget) partitioned, compiled, profiled and planned for `here`'s
+    says, under a RAM budget) partitioned, compiled, profiled and planned for `target`'s
     devices. Its regions are timed on inputs of the compiled shapes (signature.stand_in()):
     an artifact holds no example inputs. `verify`: check the weights file's chunk digests."""
-    origin = f"loaded from {directory}: planned for {', '.join(d.name for d in here.machine.devices)}{here.note()}"
+    planned_for = ", ".join(device.name for device in target.machine.devices)
+    origin = f"loaded from {directory}: planned for {planned_for}{target.note()}"
     if weights is not None:
         # As a checkpoint's program: placed first, each accelerator timing one region at a
         # time with that region's weights read for it alone, then streamed where it says.
         source = StreamedSource(model, manifest["model_name"], program, signature, weights, verify=verify)
         flat = signature.flatten(*signature.stand_in())
         with CompileProgress(STREAMED_STAGES) as progress:
-            return streamed_module(
-                source, saved_layers(manifest), here.machine, flat, config, here.budgets, progress, origin
-            )
-    check_fits(weight_bytes(model), here.budgets)
+            return streamed_module(source, saved_layers(manifest), target, flat, config, progress, origin)
+    check_fits(weight_bytes(model), target.budgets)
     args, kwargs = signature.stand_in()
     build = Build(
         model,
@@ -119,8 +83,7 @@ def onto_devices(
         args,
         kwargs,
         config,
-        here.budgets,
-        here.machine,
+        target,
         layers=saved_layers(manifest),
         model_forward=False,
         origin=origin,

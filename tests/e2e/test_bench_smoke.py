@@ -36,6 +36,22 @@ def test_overhead_benchmark_quick_run(tmp_path):
     assert results["machine"]["torch"] == __import__("torch").__version__
 
 
+def test_compile_time_benchmark_quick_run_and_its_table(tmp_path):
+    results = run_quick("compile_time.py", tmp_path / "compile_time.json", "--workloads", "gpt2_small")
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        import results_schema
+        import tables_compile
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    results_schema.validate(results)
+    assert results["mode"] == "quick" and list(results["workloads"]) == ["gpt2_small"]
+    gpt2 = results["workloads"]["gpt2_small"]
+    assert len(gpt2["samples"]) == 2 and all(s["export_s"] > 0 and s["compile_s"] > 0 for s in gpt2["samples"])
+    table = tables_compile.render(results, None)
+    assert "| gpt2_small | latest" in table and f"{gpt2['ratio_of_medians']:.2f}x" in table
+
+
 S1_KEYS = set("suite benchmark mode utc machine versions torch_threads settings workloads duration_s".split())
 S1_SYSTEMS = {"eager", "torch_compile", "torch_compile_frozen", "onnxruntime", "tensortorrent"}
 S1_SYSTEMS |= {"tensortorrent_inductor", "tensortorrent_auto"}

@@ -168,24 +168,18 @@ class PlanMachine:
 
 
 def resolve_machine(
-    devices: object,
+    requested: list[str],
     machine: tuple[VirtualDevice, ...],
     ram_bytes: int,
     accelerators: Mapping[str, Accelerator] = MappingProxyType({}),
     caller: str = "tt.compile",
 ) -> PlanMachine:
-    """The devices named by tt.compile's `devices` ('auto' means the CPU and the found
-    accelerators in `accelerators`: virtual devices run only when named), with the
-    declared virtual devices and the real accelerators (found and measured, by name)
-    they refer to."""
+    """The devices `requested` (tt.compile's `devices` as names, target.py:
+    requested_devices; 'auto' means the CPU and the found accelerators in `accelerators`:
+    virtual devices run only when named), with the declared virtual devices and the real
+    accelerators (found and measured, by name) they refer to."""
     declared = {d.name: d for d in machine}
-    requested = [devices] if isinstance(devices, str) else devices
-    if not isinstance(requested, (list, tuple)) or not requested or not all(isinstance(d, str) for d in requested):
-        raise InvalidArgumentError(
-            f"{caller}: devices: expected 'auto', 'cpu', a declared virtual device's name or a "
-            f"non-empty list of them, got {devices!r}"
-        )
-    if list(requested) == ["auto"]:
+    if requested == ["auto"]:
         if declared:
             log.info("devices='auto' uses the cpu and accelerators; name virtual devices in `devices` to plan on them")
         requested = ["cpu", *accelerators]
