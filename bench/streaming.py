@@ -45,7 +45,7 @@ from torch import nn
 
 import tensortorrent as tt
 from tensortorrent import _core
-from tensortorrent.artifact.streamed_weights import choose_read_mode
+from tensortorrent.runtime.streamed_weights import choose_read_mode
 
 REQUEST = 16 << 20
 THREADS = (1, 2, 4, 8)

@@ -212,12 +212,6 @@ void bind_planner(nb::module_& m) {
         },
         "problem"_a, "devices"_a, "resident"_a,
         "Latency, busiest device's seconds per call and bytes moved per call of a placement.");
-  m.def("feasible",
-        [](const PlacementProblem& problem, std::vector<std::int32_t> devices, std::vector<bool> resident) {
-          return feasible(problem, make_assignment(std::move(devices), std::move(resident)));
-        },
-        "problem"_a, "devices"_a, "resident"_a,
-        "True when every region can run on its device and resident parameters fit every capacity.");
   m.def("assign_residency", &assign_residency, "problem"_a, "devices"_a,
         "The assignment placing region i on devices[i], parameters resident by the rule.");
 }

@@ -20,7 +20,7 @@ void bind_program(nb::module_& m) {
   nb::enum_<TierKind>(m, "TierKind").value("Host", TierKind::Host).value("Device", TierKind::Device)
       .value("Disk", TierKind::Disk);
   nb::enum_<QueueKind>(m, "QueueKind").value("Compute", QueueKind::Compute).value("Io", QueueKind::Io)
-      .value("Link", QueueKind::Link).value("Stream", QueueKind::Stream);
+      .value("Link", QueueKind::Link);
   nb::enum_<BufferLifetime>(m, "BufferLifetime").value("Resident", BufferLifetime::Resident)
       .value("Transient", BufferLifetime::Transient).value("Input", BufferLifetime::Input);
 

@@ -16,7 +16,6 @@ namespace tt::bindings {
 void bind_schedule(nb::module_& m) {
   nb::enum_<InstructionKind>(m, "InstructionKind")
       .value("Compute", InstructionKind::Compute)
-      .value("Transfer", InstructionKind::Transfer)
       .value("Load", InstructionKind::Load)
       .value("Copy", InstructionKind::Copy)
       .value("Spill", InstructionKind::Spill)

@@ -2,7 +2,6 @@
 
 import logging
 
-from . import pipeline  # noqa: F401 - registers compiled.export_pipeline
 from .api import compile, compile_modules
 from .capture.graph_values import GraphInput, NodeOutput
 from .capture.module_graph import ModuleGraph, ModuleNode

@@ -8,7 +8,6 @@ import logging
 
 import torch
 
-from .artifact.streamed_weights import stream_from_cache
 from .capture import InputSignature, capture_model, normalize
 from .errors import MemoryCapacityError, PlanningError
 from .objective import ObjectiveFunction
@@ -26,6 +25,7 @@ from .runtime.device_kernels import accelerator_regions
 from .runtime.packed_weights import pack_room_bytes
 from .runtime.program_runner import ProgramRunner
 from .runtime.region_backends import EAGER, INDUCTOR, compile_regions, eager_backends, unless_model_forward_is_faster
+from .runtime.streamed_weights import stream_from_cache
 from .target import Target
 from .units import format_bytes
 

@@ -28,7 +28,6 @@ import torch
 from torch import nn
 
 from .artifact.program_archive import load_program
-from .artifact.streamed_weights import PROFILED_COSTS, stream_weights
 from .capture import InputSignature, normalize
 from .capture.export import check_eval_semantics
 from .capture.weightless import capture_weightless, exported_weightless
@@ -45,6 +44,7 @@ from .planning.weights_on_disk import WeightsOnDisk
 from .runtime import CompiledModule
 from .runtime.program_runner import ProgramRunner
 from .runtime.region_backends import EAGER, compile_regions
+from .runtime.streamed_weights import PROFILED_COSTS, stream_weights
 from .storage.checkpoint import open_checkpoint
 from .storage.checkpoint_weights import weights_in_checkpoint, with_checksums
 from .storage.name_matching import describe_files

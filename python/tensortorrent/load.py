@@ -15,7 +15,6 @@ from .artifact.devices import saved_devices
 from .artifact.integrity import list_files, read_file, read_integrity
 from .artifact.layout import MANIFEST, check_manifest
 from .artifact.program_archive import load_program
-from .artifact.streamed_weights import meta_tensors, stream_weights, weights_file
 from .artifact.weight_references import checked_files, referenced_range, referenced_weights
 from .capture import InputSignature, normalize
 from .capture.export import drop_dead_nodes, with_tensors
@@ -31,6 +30,7 @@ from .planning.weights_on_disk import WeightsOnDisk
 from .runtime import CompiledModule
 from .runtime.packed_weights import pack_room_bytes
 from .runtime.region_backends import RegionChoice, compile_regions
+from .runtime.streamed_weights import meta_tensors, stream_weights, weights_file
 from .storage.safetensors_file import read_range, tensors_from_safetensors
 
 

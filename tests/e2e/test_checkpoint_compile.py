@@ -47,7 +47,7 @@ def test_a_meta_model_runs_from_its_checkpoint_like_eager(tmp_path, name, sharde
 
 
 def test_the_profiling_calls_run_without_autograd_as_inference_calls_do(tmp_path, monkeypatch):
-    from tensortorrent.artifact import streamed_profile
+    from tensortorrent.runtime import streamed_profile
 
     eager = saved_model("llama", tmp_path, sharded=False)
     grad_modes = []

@@ -347,7 +347,7 @@ def test_python_threads_keep_running_while_loads_are_in_flight(mlp_artifact, mon
     import threading
     import time
 
-    from tensortorrent.artifact import streamed_weights
+    from tensortorrent.runtime import streamed_weights
 
     real = _core.IoEngine
     monkeypatch.setattr(  # every read waits 20 ms first: slow enough to see who holds the GIL

@@ -103,14 +103,14 @@ def test_the_caller_runs_a_chain_itself():
     assert {record.worker for record in report.records} == {0}
 
 
-def test_transfers_and_predictions_reach_the_kernel_records_and_trace():
+def test_loads_and_predictions_reach_the_kernel_records_and_trace():
     schedule = _core.Schedule(
         [
             _core.Instruction(
                 id=10,
-                kind=_core.InstructionKind.Transfer,
+                kind=_core.InstructionKind.Load,
                 device="cuda:0",
-                label="copy",
+                label="load",
                 predicted_start_us=0.0,
                 predicted_end_us=5.0,
             ),
@@ -125,13 +125,13 @@ def test_transfers_and_predictions_reach_the_kernel_records_and_trace():
     seen = []
     report = _core.Executor(workers=1).run(schedule, seen.append)
     assert seen == [10, 11], "the kernel gets the instruction id, not the region"
-    copy, compute = report.records
-    assert (copy.kind, copy.predicted_start_us, copy.predicted_end_us) == ("transfer", 0.0, 5.0)
+    load, compute = report.records
+    assert (load.kind, load.predicted_start_us, load.predicted_end_us) == ("load", 0.0, 5.0)
     assert (compute.kind, compute.predicted_start_us, compute.predicted_end_us) == ("compute", -1.0, -1.0)
 
     events = {e["name"]: e for e in json.loads(report.chrome_trace_json())["traceEvents"] if e["ph"] == "X"}
-    assert events["copy"]["cat"] == "transfer"
-    assert events["copy"]["args"] == {"id": 10, "device": "cuda:0", "predicted_start_us": 0, "predicted_end_us": 5}
+    assert events["load"]["cat"] == "load"
+    assert events["load"]["args"] == {"id": 10, "device": "cuda:0", "predicted_start_us": 0, "predicted_end_us": 5}
     assert events["r0"]["args"] == {"id": 11, "device": "cpu"}
 
 

@@ -6,7 +6,7 @@ import json
 import os
 import time
 
-from tensortorrent.artifact import streamed_weights
+from tensortorrent.runtime import streamed_weights
 from tensortorrent.storage import read_mode_cache
 
 

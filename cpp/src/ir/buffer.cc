@@ -17,7 +17,6 @@ const char* queue_kind_name(QueueKind kind) {
     case QueueKind::Compute: return "compute";
     case QueueKind::Io: return "io";
     case QueueKind::Link: return "link";
-    case QueueKind::Stream: return "stream";
   }
   return "unknown";
 }

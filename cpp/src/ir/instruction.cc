@@ -6,7 +6,6 @@ namespace tt {
 const char* instruction_kind_name(InstructionKind kind) {
   switch (kind) {
     case InstructionKind::Compute: return "compute";
-    case InstructionKind::Transfer: return "transfer";
     case InstructionKind::Load: return "load";
     case InstructionKind::Copy: return "copy";
     case InstructionKind::Spill: return "spill";

@@ -124,17 +124,16 @@ class OperandChecker {
     const QueueKind queue = spec_.queues[instruction.queue].kind;
     switch (instruction.kind) {
       case InstructionKind::Compute:
-        expect_queue(who, queue, {QueueKind::Compute, QueueKind::Stream});
+        expect_queue(who, queue, {QueueKind::Compute});
         for (const auto* list : {&instruction.reads, &instruction.writes}) {
           for (std::int64_t id : *list) {
             if (tier_kind(id) == TierKind::Disk) reject(who + ": cannot compute on " + name(id) + ", which is on disk");
           }
         }
         break;
-      case InstructionKind::Transfer:
       case InstructionKind::Copy:
         expect_queue(who, queue, {QueueKind::Link});
-        if (instruction.kind == InstructionKind::Copy && instruction.reads.empty()) reject(who + ": copies nothing");
+        if (instruction.reads.empty()) reject(who + ": copies nothing");
         if (instruction.reads.size() != instruction.writes.size()) {
           reject(who + ": reads " + std::to_string(instruction.reads.size()) + " buffers but writes " +
                  std::to_string(instruction.writes.size()) + "; a copy pairs them");

@@ -63,9 +63,9 @@ std::unique_ptr<SpillFilePool> spill_pool(const Tier& tier, std::int64_t bytes, 
   return pool;
 }
 
-// A Copy or Transfer with a buffer on a Device tier: its bytes are the caller's to move.
+// A Copy with a buffer on a Device tier: its bytes are the caller's to move.
 bool touches_device(const Program& program, const Instruction& instruction) {
-  if (instruction.kind != InstructionKind::Copy && instruction.kind != InstructionKind::Transfer) return false;
+  if (instruction.kind != InstructionKind::Copy) return false;
   for (const auto* ids : {&instruction.reads, &instruction.writes}) {
     for (std::int64_t id : *ids) {
       const Buffer& buffer = program.buffers()[program.buffer_position(id)];
@@ -336,7 +336,6 @@ void DataPlane::start(const std::shared_ptr<CallMemory>& memory, const ComputeKe
       return;
     }
     case InstructionKind::Copy:
-    case InstructionKind::Transfer:
       if (device_copy_[position]) {
         if (!device_copy) {
           throw Error(ErrorCode::InvalidArgument, "data plane: copy " + std::to_string(instruction.id) + " ('" +

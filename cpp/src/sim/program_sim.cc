@@ -30,8 +30,8 @@ std::string instruction_name(const Instruction& instruction) {
 }
 
 bool moves_data(InstructionKind kind) {
-  return kind == InstructionKind::Load || kind == InstructionKind::Copy || kind == InstructionKind::Transfer ||
-         kind == InstructionKind::Spill || kind == InstructionKind::Reload;
+  return kind == InstructionKind::Load || kind == InstructionKind::Copy || kind == InstructionKind::Spill ||
+         kind == InstructionKind::Reload;
 }
 
 std::int64_t bytes_written(const Program& program, const Instruction& instruction) {

@@ -103,14 +103,14 @@ Instruction predicted(std::int64_t id, double start_us, double end_us) {
 }
 
 TEST(ScheduleTest, AcceptsPredictionsAndTheirAbsence) {
-  Instruction transfer = predicted(2, 1.0, 1.0);  // zero length is a prediction too
-  transfer.kind = InstructionKind::Transfer;
-  const Schedule schedule({predicted(1, 0.0, 2.5), transfer, make(3), predicted(4, -3.0, -7.0)});
+  Instruction load = predicted(2, 1.0, 1.0);  // zero length is a prediction too
+  load.kind = InstructionKind::Load;
+  const Schedule schedule({predicted(1, 0.0, 2.5), load, make(3), predicted(4, -3.0, -7.0)});
   EXPECT_EQ(schedule.instructions()[0].predicted_end_us, 2.5);
-  EXPECT_EQ(schedule.instructions()[1].kind, InstructionKind::Transfer);
+  EXPECT_EQ(schedule.instructions()[1].kind, InstructionKind::Load);
   EXPECT_EQ(schedule.instructions()[2].predicted_start_us, -1.0);  // none by default
-  EXPECT_STREQ(instruction_kind_name(InstructionKind::Transfer), "transfer");
-  EXPECT_EQ(static_cast<std::int32_t>(InstructionKind::Transfer), 1);
+  EXPECT_STREQ(instruction_kind_name(InstructionKind::Load), "load");
+  EXPECT_EQ(static_cast<std::int32_t>(InstructionKind::Load), 2);  // numbers stay stable (instruction.h)
 }
 
 TEST(ScheduleTest, RejectsMalformedPredictions) {

@@ -47,19 +47,19 @@ TEST(ExecutorTest, DiamondRespectsDependencies) {
 }
 
 TEST(ExecutorTest, RecordsCarryKindAndPredictionOfTheirInstruction) {
-  Instruction transfer = node(0);
-  transfer.kind = InstructionKind::Transfer;
-  transfer.region = -1;  // a transfer serves no region
-  transfer.predicted_start_us = 0.0;
-  transfer.predicted_end_us = 12.5;
-  const auto schedule = std::make_shared<const Schedule>(std::vector<Instruction>{transfer, node(1, {0})});
+  Instruction load = node(0);
+  load.kind = InstructionKind::Load;
+  load.region = -1;  // a load serves no region
+  load.predicted_start_us = 0.0;
+  load.predicted_end_us = 12.5;
+  const auto schedule = std::make_shared<const Schedule>(std::vector<Instruction>{load, node(1, {0})});
   Executor executor({.workers = 1});
   std::vector<InstructionKind> kinds;
   const RunReport report =
       executor.run(schedule, [&](const Instruction& instruction) { kinds.push_back(instruction.kind); }, {});
-  EXPECT_EQ(kinds, (std::vector<InstructionKind>{InstructionKind::Transfer, InstructionKind::Compute}));
+  EXPECT_EQ(kinds, (std::vector<InstructionKind>{InstructionKind::Load, InstructionKind::Compute}));
   ASSERT_EQ(report.records.size(), 2u);
-  EXPECT_EQ(report.records[0].kind, "transfer");
+  EXPECT_EQ(report.records[0].kind, "load");
   EXPECT_EQ(report.records[0].predicted_start_us, 0.0);
   EXPECT_EQ(report.records[0].predicted_end_us, 12.5);
   EXPECT_EQ(report.records[1].kind, "compute");

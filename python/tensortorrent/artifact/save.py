@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from ..errors import InvalidArgumentError
 from ..hardware import hardware_fingerprint
 from ..planning import plan_to_json
-from ..runtime.compiled_module import ArtifactParts
 from ..storage.safetensors_file import save_weights
 from ..version import __version__
 from .devices import device_entries
@@ -20,6 +19,9 @@ from .layout import FORMAT, FORMAT_VERSION, MANIFEST, PROGRAM, WEIGHTS
 from .program_archive import program_bytes
 from .publish import publish_directory
 from .weight_references import reference_files
+
+if TYPE_CHECKING:  # what a compiled module hands over to be saved; the runtime calls this module
+    from ..runtime.compiled_module import ArtifactParts
 
 
 def save_compiled(parts: ArtifactParts, path: str | os.PathLike, weights: str = "copy") -> str:

@@ -23,7 +23,6 @@ COLORS = {
     "compute": "#4e79a7",
     "load": "#f28e2b",
     "copy": "#59a14f",
-    "transfer": "#76b7b2",
     "spill": "#e15759",
     "reload": "#b07aa1",
     "free": "#8c8c8c",

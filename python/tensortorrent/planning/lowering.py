@@ -246,19 +246,14 @@ class _Lowering(WeightStreams, ActivationSpill, SplitLayers):
         return self.machine.devices[self.devices[region]].tier
 
     def compute_queue(self, region: int) -> int:
-        tier = self.tier_of(region)
-        return CPU_QUEUE if tier == RAM else 2 + 3 * (tier - 1)
+        return self.machine.compute_queue(self.tier_of(region))
 
     def declared(self, tier: int, seconds: float) -> float:
         """What an instruction involving `tier` declares: its time on a virtual device, else none."""
         return seconds if tier != RAM and self.machine.device_on_tier(tier).declared else 0.0
 
     def link_queue(self, from_tier: int, to_tier: int) -> int:
-        """The queue of the link from one tier to another (see queue_names)."""
-        link, devices = self.machine.link(from_tier, to_tier), self.machine.device_count
-        if link >= 2 * devices:  # a peer link
-            return 2 + 3 * devices + link - 2 * devices
-        return 2 + 3 * (link // 2) + 1 + link % 2
+        return self.machine.link_queue(from_tier, to_tier)
 
     def copy(self, sources: list[int], to_tier: int, deps: set[int], label: str, register: bool = True) -> list[int]:
         """One Copy of `sources` (all on one tier) to `to_tier`, on their link; with
@@ -447,7 +442,7 @@ class _Lowering(WeightStreams, ActivationSpill, SplitLayers):
                 views[buffer] = self.view_meta(buffer, slot)
         buffers = [core.Buffer(**spec) for spec in self.buffers]
         instructions = []
-        queue_names = self.queue_names()
+        queue_names = machine.queue_names
         for new, (_, op) in enumerate(ordered):
             instructions.append(
                 core.Instruction(
@@ -473,13 +468,16 @@ class _Lowering(WeightStreams, ActivationSpill, SplitLayers):
             tiers.append(core.Tier("disk", core.TierKind.Disk))
         if self.weights is not None:
             files = [self.file_spec(index) for index in range(len(self.weights.files))]
-        queues = [
-            core.Queue("cpu", core.QueueKind.Compute, cpu_slots),
-            core.Queue("io", core.QueueKind.Io, io_depth),
-        ]
         links = set(machine.link_names)
-        for name in queue_names[2:]:
-            queues.append(core.Queue(name, core.QueueKind.Link if name in links else core.QueueKind.Compute, 1))
+        capacity = {"cpu": cpu_slots, "io": io_depth}
+        queues = [
+            core.Queue(
+                name,
+                core.QueueKind.Io if name == "io" else core.QueueKind.Link if name in links else core.QueueKind.Compute,
+                capacity.get(name, 1),
+            )
+            for name in queue_names
+        ]
         kept = sorted(b for b in self.kept if self.buffers[b]["lifetime"] == LIFE.Transient)
         program = core.Program(tiers, queues, files, buffers, instructions, kept)
         return LoweredProgram(
@@ -523,11 +521,3 @@ class _Lowering(WeightStreams, ActivationSpill, SplitLayers):
             place = self.weights.ranges[slot]
             return place.dtype, place.shape
         return self.runner.slot_meta[slot]
-
-    def queue_names(self) -> list[str]:
-        """The queues: cpu, io, per device its compute queue and its two links with RAM, then the peer links."""
-        names = ["cpu", "io"]
-        for device in self.machine.devices:
-            if device.spec is not None:
-                names += [device.name, f"{device.name}.h2d", f"{device.name}.d2h"]
-        return names + self.machine.link_names[2 * self.machine.device_count :]

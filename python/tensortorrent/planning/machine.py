@@ -22,7 +22,7 @@ from ..hardware.virtual import VirtualDevice
 log = logging.getLogger(__name__)
 
 RAM = 0  # tier index of host RAM
-CPU_QUEUE, IO_QUEUE = 0, 1  # queue indices of the CPU's compute slots and the I/O engine, in every program
+CPU_QUEUE, IO_QUEUE = 0, 1  # where "cpu" and "io" are in every program's queues (PlanMachine.queue_names)
 
 
 @dataclass(frozen=True)
@@ -64,6 +64,17 @@ class PlanDevice:
         if isinstance(self.spec, Accelerator):
             return self.spec.region_seconds[region]
         return max(cpu_seconds, self.spec.compute_seconds(flops, bytes_touched))
+
+
+@dataclass(frozen=True)
+class Link:
+    """A link data crosses between two tiers: a device's with RAM, or a peer link."""
+
+    name: str  # "<device>.h2d", "<device>.d2h", or "<from>-><to>" between peers
+    from_tier: int
+    to_tier: int
+    device_tier: int | None  # the device whose link with RAM this is (its transfer model times it)
+    bytes_per_s: float | None = None  # a peer link's measured or declared rate
 
 
 @dataclass(frozen=True)
@@ -132,31 +143,62 @@ class PlanMachine:
         """Whether a direct link joins device tiers `from_tier` and `to_tier`."""
         return any((a, b) == (from_tier, to_tier) for a, b, _ in self.peer_links)
 
-    def link(self, from_tier: int, to_tier: int) -> int:
-        """Index of the link from one tier to another: with RAM and device tier k, 2(k-1)
-        is host-to-device and 2(k-1)+1 back; between peers, 2 x device_count + its
-        position in peer_links."""
-        if from_tier != RAM and to_tier != RAM:
-            for position, (a, b, _) in enumerate(self.peer_links):
-                if (a, b) == (from_tier, to_tier):
-                    return 2 * self.device_count + position
-        if (from_tier == RAM) == (to_tier == RAM):
+    @functools.cached_property
+    def links(self) -> tuple[Link, ...]:
+        """Every link: per device, host-to-device then back; then each peer link."""
+        tier_names = self.tier_names
+        with_ram = tuple(
+            Link(f"{d.name}.{way}", *tiers, d.tier)
+            for d in self.devices
+            if d.spec is not None
+            for way, tiers in (("h2d", (RAM, d.tier)), ("d2h", (d.tier, RAM)))
+        )
+        return with_ram + tuple(
+            Link(f"{tier_names[a]}->{tier_names[b]}", a, b, None, rate) for a, b, rate in self.peer_links
+        )
+
+    def link(self, from_tier: int, to_tier: int) -> Link:
+        """The link from one tier to another."""
+        link = self._links_by_tiers.get((from_tier, to_tier))
+        if link is None:
             raise AssertionError(f"no direct link from tier {from_tier} to tier {to_tier}")
-        device_tier = to_tier if from_tier == RAM else from_tier
-        return 2 * (device_tier - 1) + (0 if from_tier == RAM else 1)
+        return link
 
     @functools.cached_property
-    def link_names(self) -> list[str]:
-        """Per link: "<device>.h2d" and "<device>.d2h" per device, then "<from>-><to>" per peer link."""
-        names = [f"{d.name}.{way}" for d in self.devices if d.spec is not None for way in ("h2d", "d2h")]
-        tier_names = self.tier_names
-        return names + [f"{tier_names[a]}->{tier_names[b]}" for a, b, _ in self.peer_links]
+    def _links_by_tiers(self) -> dict[tuple[int, int], Link]:
+        return {(link.from_tier, link.to_tier): link for link in self.links}
 
-    def link_seconds(self, link: int, nbytes: int) -> float:
-        peer = link - 2 * self.device_count
-        if peer >= 0:
-            return nbytes / self.peer_links[peer][2]
-        return self.device_on_tier(link // 2 + 1).spec.transfer_seconds(nbytes)
+    @property
+    def link_names(self) -> list[str]:
+        return [link.name for link in self.links]
+
+    def link_seconds(self, link: Link, nbytes: int) -> float:
+        if link.bytes_per_s is not None:
+            return nbytes / link.bytes_per_s
+        return self.device_on_tier(link.device_tier).spec.transfer_seconds(nbytes)
+
+    @functools.cached_property
+    def queue_names(self) -> tuple[str, ...]:
+        """A program's queues, in order: the CPU's compute slots ("cpu") and the I/O engine
+        ("io"), then per device its compute queue (its name) and its two links with RAM,
+        then the peer links. Queues are found by name (queue_of), never by position."""
+        names = ["cpu", "io"]
+        for device in self.devices:
+            if device.spec is not None:
+                names += [device.name, f"{device.name}.h2d", f"{device.name}.d2h"]
+        return (*names, *(link.name for link in self.links if link.device_tier is None))
+
+    @functools.cached_property
+    def queue_of(self) -> dict[str, int]:
+        """A queue's position in the program by its name."""
+        return {name: index for index, name in enumerate(self.queue_names)}
+
+    def compute_queue(self, tier: int) -> int:
+        """The queue of the regions computing on tier `tier`'s device (the CPU's for RAM)."""
+        return self.queue_of["cpu" if tier == RAM else self.device_on_tier(tier).name]
+
+    def link_queue(self, from_tier: int, to_tier: int) -> int:
+        return self.queue_of[self.link(from_tier, to_tier).name]
 
     def to_device_seconds(self, tier: int, nbytes: int) -> float:
         """How long copying `nbytes` from RAM to the device of `tier` takes."""

@@ -19,7 +19,7 @@ from ..errors import MemoryCapacityError
 from ..units import format_bytes
 from .activation_spill import ActivationBudgetError
 from .lowering import UNBOUNDED, LoweredProgram, lower, simulated_us
-from .machine import PlanDevice, PlanMachine
+from .machine import IO_QUEUE, PlanDevice, PlanMachine
 from .weights_on_disk import WeightsOnDisk
 
 __all__ = [
@@ -337,7 +337,7 @@ def simulate_plan(plan: LoweredProgram, region_seconds: Sequence[float], read_by
     for ident, region in plan.region_of.items():
         seconds[ident] = region_seconds[region]
     queues = [0.0] * len(plan.program.queues)
-    queues[1] = read_bytes_per_s
+    queues[IO_QUEUE] = read_bytes_per_s
     return core.simulate_program(plan.program, seconds, queue_bytes_per_s=queues)
 
 

@@ -15,6 +15,7 @@ import torch.utils._pytree as pytree
 from torch import nn
 
 from .. import core
+from ..artifact.save import save_compiled
 from ..capture.program import NormalizedProgram
 from ..capture.signature import InputSignature
 from ..config import CompileConfig
@@ -22,7 +23,6 @@ from ..errors import (
     ExecutionCancelled,
     ModuleClosedError,
     TensorTorrentError,
-    UnsupportedError,
     UnsupportedFeatureError,
 )
 from ..files import write_text_atomically
@@ -60,26 +60,6 @@ class ArtifactParts:
     region_costs: tuple[RegionCost, ...]
     weights_on_disk: WeightsOnDisk | None  # where the bytes of bound tensors on the meta device are
     region_backends: RegionBackends  # what each region runs (eager, or inductor's code: compiled again on load)
-
-
-# The artifact package registers its writer here, so this module never imports it.
-_SAVER: Callable[[ArtifactParts, str | os.PathLike, str], str] | None = None
-
-
-def register_saver(save: Callable[[ArtifactParts, str | os.PathLike, str], str]) -> None:
-    """Sets what compiled.save() calls (tensortorrent.artifact does, on import)."""
-    global _SAVER
-    _SAVER = save
-
-
-# The pipeline package registers its exporter here (tensortorrent.pipeline, on import).
-_PIPELINE_EXPORTER: Callable[..., str] | None = None
-
-
-def register_pipeline_exporter(export: Callable[..., str]) -> None:
-    """Sets what compiled.export_pipeline() calls."""
-    global _PIPELINE_EXPORTER
-    _PIPELINE_EXPORTER = export
 
 
 class CompiledModule(nn.Module):
@@ -512,9 +492,7 @@ class CompiledModule(nn.Module):
         `weights`: "copy" (the default) writes the weights into it; "reference", for weights
         read from files (a checkpoint), records those files and the tensors' places in them
         instead, and loading checks that they are still there, unchanged."""
-        if _SAVER is None:
-            raise UnsupportedError("save: artifact support is not loaded (import tensortorrent)")
-        return _SAVER(self.artifact_parts(), path, weights)
+        return save_compiled(self.artifact_parts(), path, weights)
 
     def export_pipeline(
         self,
@@ -531,9 +509,11 @@ class CompiledModule(nn.Module):
         them. `training`: the training program's stages (allow_training=True), run
         with the 1F1B schedule and a loss on the last stage. See
         tensortorrent/pipeline/export.py."""
-        if _PIPELINE_EXPORTER is None:
-            raise UnsupportedError("export_pipeline: pipeline support is not loaded (import tensortorrent)")
-        return _PIPELINE_EXPORTER(self, directory, num_stages, n_microbatches, link_bytes_per_s, training)
+        # Imported here: the pipeline's export compiles each stage through tt.compile, which
+        # builds compiled modules.
+        from ..pipeline.export import export_pipeline
+
+        return export_pipeline(self, directory, num_stages, n_microbatches, link_bytes_per_s, training)
 
     def run_recorded(self, *args: Any, **kwargs: Any) -> Any:
         """Runs the program inline on the calling thread with autograd recording it,

@@ -22,7 +22,7 @@ from ..backends.interface import DeviceBackend
 from ..backends.virtual import VirtualBackend
 from ..errors import InvalidArgumentError
 from ..planning.lowering import UNBOUNDED, LoweredProgram
-from ..planning.machine import RAM, PlanMachine
+from ..planning.machine import IO_QUEUE, RAM, PlanMachine
 from ..planning.streaming import predicted_at
 from ..planning.weights_on_disk import SETTLED_NS, WeightsOnDisk
 from ..units import format_bytes
@@ -67,13 +67,13 @@ class PlaneProgram:
         self.costs = costs
         self.layout = layout
         program = plan.program
-        queues = program.queues
+        queues = {queue.name: queue for queue in program.queues}
         # The caller's thread computes too; each virtual device's regions need a thread of their own.
-        devices = sum(1 for q in queues[2:] if q.kind == core.QueueKind.Compute)
+        devices = sum(1 for name, q in queues.items() if q.kind == core.QueueKind.Compute and name != "cpu")
         if io is None and plan.spilled_bytes:
-            io = core.IoEngine(threads=queues[1].capacity, queue_depth=queues[1].capacity)
+            io = core.IoEngine(threads=queues["io"].capacity, queue_depth=queues["io"].capacity)
         self.spill_dir = spill_dir
-        workers = max(1, queues[0].capacity - 1 + devices)
+        workers = max(1, queues["cpu"].capacity - 1 + devices)
         self.plane = core.DataPlane(program, io, workers=workers, spill_dir=spill_dir)
         self.devices = device_backends(program, machine)
         if weights is not None:
@@ -170,7 +170,8 @@ class PlaneProgram:
             *self._file_lines(),
             self._integrity_line(),
             f"  layout: {self.layout}",
-            f"  prefetch distance: {plan.prefetch}; loads in flight: {program.queues[1].capacity}; reads: {self.reads}",
+            f"  prefetch distance: {plan.prefetch}; loads in flight: {program.queues[IO_QUEUE].capacity}; "
+            f"reads: {self.reads}",
             f"  predicted per call: {self.predicted_s() * 1e3:.2f} ms (the simulator; {self.costs})",
             f"  resident: {len(plan.resident)} tensor(s), {format_bytes(resident)}, loaded once into the core's arena",
             f"  streamed: {sum(len(w) for w in plan.streamed.values())} tensor(s) of {len(plan.streamed)} region(s), "

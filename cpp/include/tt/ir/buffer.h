@@ -30,7 +30,6 @@ enum class QueueKind : std::int32_t {
   Compute,  // CPU compute slots, or a device's compute
   Io,       // the I/O engine: loads, spills, reloads
   Link,     // a copy link between two tiers
-  Stream,   // an accelerator stream (later: CUDA streams with events)
 };
 
 // A resource with its own queue: at most `capacity` of its instructions run at once.

@@ -7,20 +7,19 @@
 
 namespace tt {
 
-// The kinds of work a program can hold. Append new kinds so that the numeric values stay
-// stable. Transfer is the planner's copy between tiers from before buffers had operands;
-// it becomes Copy once the planner emits buffers.
+// The kinds of work a program can hold. Their numeric values stay stable: a new kind takes
+// a new number (1 was the planner's copy between tiers from before buffers had operands,
+// which Copy replaced).
 enum class InstructionKind : std::int32_t {
-  Compute,   // run one region's kernel: reads its inputs, writes its outputs
-  Transfer,  // move values between memory tiers; the kernel does the copy
-  Load,      // read a file range (a Disk buffer) into a host buffer
-  Copy,      // copy buffers to buffers (pairwise, equal sizes), between tiers or within one
-  Spill,     // write a host buffer to a Disk buffer in the spill file
-  Reload,    // read a spilled Disk buffer back into a host buffer
-  Free,      // give back the transient buffers it reads; writes nothing
+  Compute = 0,  // run one region's kernel: reads its inputs, writes its outputs
+  Load = 2,     // read a file range (a Disk buffer) into a host buffer
+  Copy = 3,     // copy buffers to buffers (pairwise, equal sizes), between tiers or within one
+  Spill = 4,    // write a host buffer to a Disk buffer in the spill file
+  Reload = 5,   // read a spilled Disk buffer back into a host buffer
+  Free = 6,     // give back the transient buffers it reads; writes nothing
 };
 
-// Stable lowercase name of a kind ("compute", "transfer", "load", ...), used in reports and traces.
+// Stable lowercase name of a kind ("compute", "load", "copy", ...), used in reports and traces.
 const char* instruction_kind_name(InstructionKind kind);
 
 // A plain value: copied freely, owned by whoever holds it.

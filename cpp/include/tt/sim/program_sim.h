@@ -12,7 +12,7 @@ namespace tt {
 // times, a measured disk bandwidth), not from the simulator; a plain value.
 struct ProgramCosts {
   // Per position in program.schedule(): seconds once started, finite. Negative: derive it
-  // for a data movement (Load, Copy, Transfer, Spill, Reload) from the bytes it writes and
+  // for a data movement (Load, Copy, Spill, Reload) from the bytes it writes and
   // its queue's bandwidth; for Compute and Free it is an error.
   std::vector<double> seconds;
   std::vector<double> queue_bytes_per_s;  // empty, or per queue: finite, >= 0 (0: unknown, nothing derives there)
@@ -30,7 +30,7 @@ struct ProgramSimResult {
   std::vector<double> end_s;                // per position
   std::vector<std::int64_t> peak_bytes;     // per tier: resident + highest transient live bytes in the simulated order
   std::vector<std::int64_t> arena_bytes;    // per tier: the memory plan's arena, what a call really allocates
-  std::vector<std::int64_t> bytes_moved;    // per queue: bytes written by its Load/Copy/Transfer/Spill/Reload
+  std::vector<std::int64_t> bytes_moved;    // per queue: bytes written by its Load/Copy/Spill/Reload
   std::vector<double> busy_s;               // per queue: sum of its instructions' durations
   std::vector<std::int64_t> critical_path;  // instruction ids, first to last, of the chain with no slack
 };

@@ -21,14 +21,14 @@ from ..planning.costs import region_costs, roofline_seconds
 from ..planning.lowering import LoweredProgram
 from ..planning.streaming import Layout, choose_disk_tier, simulate_plan, with_io_depth
 from ..planning.weights_on_disk import WeightFile, WeightRange, WeightsOnDisk, identity_if_intact
-from ..runtime.plane_program import PlaneProgram
-from ..runtime.program_runner import ProgramRunner
-from ..runtime.region_backends import RegionBackends
 from ..storage.file_digests import chunk_digests
 from ..storage.read_mode_cache import device_key, remember, remembered
 from ..storage.safetensors_file import SAFETENSORS_DTYPES
 from ..storage.spill_dir import spill_dir_for
 from ..storage.weights_cache import cache_directory, cache_weights
+from .plane_program import PlaneProgram
+from .program_runner import ProgramRunner
+from .region_backends import RegionBackends
 from .streamed_profile import PROFILE_LIMIT_S, profile_streamed
 
 log = logging.getLogger(__name__)

@@ -16,8 +16,8 @@ from ..files import drop_page_cache
 from ..planning.lowering import LoweredProgram
 from ..planning.streaming import MeasuredCosts, call_costs
 from ..planning.weights_on_disk import WeightsOnDisk
-from ..runtime.plane_program import PlaneProgram
-from ..runtime.program_runner import ProgramRunner
+from .plane_program import PlaneProgram
+from .program_runner import ProgramRunner
 
 log = logging.getLogger(__name__)
 
