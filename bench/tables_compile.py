@@ -41,13 +41,16 @@ def render(latest: dict, baseline: dict | None) -> str:
         for name, result in latest["workloads"].items()
         if result.get("status") == "failed"
     ]
-    return "\n\n".join(
-        [
-            f"### {TITLE}",
-            machine_line(latest) + f" {latest['protocol']}.",
-            table(["workload", "run", "torch.export", "tt.compile", "tt.compile / torch.export"], rows),
-            f"Target: GPT-2 small compiles in at most {targets['gpt2_small_ratio']:g}x its torch.export time "
-            f"and in under {targets['gpt2_small_seconds']:g} s on a 2-core machine.",
-            *(["Failed:\n" + "\n".join(failures)] if failures else []),
-        ]
+    return (
+        "\n\n".join(
+            [
+                f"### {TITLE}",
+                machine_line(latest) + f" {latest['protocol']}.",
+                table(["workload", "run", "torch.export", "tt.compile", "tt.compile / torch.export"], rows),
+                f"Target: GPT-2 small compiles in at most {targets['gpt2_small_ratio']:g}x its torch.export time "
+                f"and in under {targets['gpt2_small_seconds']:g} s on a 2-core machine.",
+                *(["Failed:\n" + "\n".join(failures)] if failures else []),
+            ]
+        )
+        + "\n"
     )
