@@ -22,6 +22,7 @@ from .planning.saved_for_backward import saved_bytes
 from .planning.streaming import Layout
 from .runtime import CompiledModule
 from .runtime.device_kernels import accelerator_regions
+from .runtime.executable import executable
 from .runtime.packed_weights import pack_room_bytes
 from .runtime.program_runner import ProgramRunner
 from .runtime.region_backends import EAGER, INDUCTOR, compile_regions, eager_backends, unless_model_forward_is_faster
@@ -115,16 +116,19 @@ class Build:
                 runs_model_forward=self.model_forward and not training and not backends.forwards,
                 model_name=self.model_name,
                 signature=signature,
-                program=program,
-                regions=regions,
-                plan=plan,
                 config=config,
-                origin=self.origin,
-                cpu_seconds=seconds,
-                runner=runner,
-                streamed=streamed,
-                ram_budget_bytes=budgets.ram.amount,
-                region_backends=backends,
+                executable=executable(
+                    program,
+                    regions,
+                    plan,
+                    config,
+                    runner=runner,
+                    backends=backends,
+                    streamed=streamed,
+                    ram_budget_bytes=budgets.ram.amount,
+                    cpu_seconds=seconds,
+                    origin=self.origin,
+                ),
             )
         return compiled, placement
 

@@ -42,6 +42,7 @@ from .planning.placement import place
 from .planning.streaming import Layout
 from .planning.weights_on_disk import WeightsOnDisk
 from .runtime import CompiledModule
+from .runtime.executable import executable
 from .runtime.program_runner import ProgramRunner
 from .runtime.region_backends import EAGER, compile_regions
 from .runtime.streamed_weights import PROFILED_COSTS, stream_weights
@@ -188,14 +189,16 @@ def streamed_module(
         runs_model_forward=False,
         model_name=source.model_name,
         signature=source.signature,
-        program=program,
-        regions=regions,
-        plan=plan,
         config=config,
-        origin=f"{origin}; region costs {costs}",
-        streamed=streamed,
-        ram_budget_bytes=budgets.ram.amount,
-        region_backends=backends,
+        executable=executable(
+            program,
+            regions,
+            plan,
+            config,
+            backends=backends,
+            streamed=streamed,
+            origin=f"{origin}; region costs {costs}",
+        ),
     )
 
 

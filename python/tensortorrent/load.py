@@ -28,6 +28,7 @@ from .planning import build_plan, plan_from_json
 from .planning.fit import weight_bytes
 from .planning.weights_on_disk import WeightsOnDisk
 from .runtime import CompiledModule
+from .runtime.executable import executable
 from .runtime.packed_weights import pack_room_bytes
 from .runtime.region_backends import RegionChoice, compile_regions
 from .runtime.streamed_weights import meta_tensors, stream_weights, weights_file
@@ -122,15 +123,18 @@ def load_compiled(
         runs_model_forward=False,
         model_name=manifest["model_name"],
         signature=signature,
-        program=program,
-        regions=regions,
-        plan=plan,
         config=config,
-        origin=origin + target.note(),
-        cpu_seconds=_saved_cpu_seconds(manifest, len(regions)) if replayed else None,
-        streamed=streamed,
-        ram_budget_bytes=ram_budget_bytes,
-        region_backends=backends,
+        executable=executable(
+            program,
+            regions,
+            plan,
+            config,
+            backends=backends,
+            streamed=streamed,
+            ram_budget_bytes=ram_budget_bytes,
+            cpu_seconds=_saved_cpu_seconds(manifest, len(regions)) if replayed else None,
+            origin=origin + target.note(),
+        ),
     )
 
 

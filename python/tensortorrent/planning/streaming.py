@@ -311,7 +311,12 @@ def in_memory_plan(
 ) -> LoweredProgram:
     """The program of a CPU plan whose weights stay the model's own tensors: nothing
     streams (activations beyond `activation_budget` spill); the plan's predicted region
-    times carry over."""
+    times carry over. A plan placed on the CPU alone runs the program its placement
+    lowered and simulated, where no activation may spill (the placement does not plan
+    spills); a replayed artifact's plan, which has no placement, is lowered here."""
+    placed = plan.placement.chosen.program if plan.placement is not None else None
+    if placed is not None and plan.placement.machine.is_cpu_only and activation_budget is None:
+        return placed
     lowered = streamed_program(
         runner,
         [region.name for region in regions],

@@ -7,7 +7,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -34,17 +34,15 @@ from ..planning import ExecutionPlan
 from ..planning.costs import RegionCost, measure_cpu_seconds, region_costs
 from ..planning.plan import usable_cores
 from ..planning.profile_cache import PROFILES
-from ..planning.streaming import in_memory_plan
 from ..planning.weights_on_disk import WeightsOnDisk
-from ..storage.spill_dir import spill_dir_for
 from .call_handle import CallHandle
 from .call_threads import on_a_call_thread, running_a_call
-from .device_direct import DeviceDirect, device_direct
+from .device_direct import DeviceDirect
 from .device_kernels import describe_device_kernels
+from .executable import Executable
 from .heap_retention import retain_heap_for
-from .plane_program import PlaneProgram
-from .program_runner import ProgramRunner, detach_outputs
-from .region_backends import RegionBackends, eager_backends
+from .program_runner import detach_outputs
+from .region_backends import RegionBackends
 
 
 @dataclass(frozen=True)
@@ -82,25 +80,12 @@ class CompiledModule(nn.Module):
         runs_model_forward: bool,
         model_name: str,
         signature: InputSignature,
-        program: NormalizedProgram,
-        regions: list[Region],
-        plan: ExecutionPlan,
         config: CompileConfig,
-        origin: str = "",
-        cpu_seconds: list[float] | None = None,
-        runner: ProgramRunner | None = None,
-        streamed: PlaneProgram | None = None,
-        ram_budget_bytes: int | None = None,
-        region_backends: RegionBackends | None = None,
+        executable: Executable,
     ) -> None:
         """`model` holds the weights (the program's bound tensors, in place); when
-        `runs_model_forward`, its own forward is the export-free direct path. `origin`
-        is a line for explain() saying where the plan came from (a loaded artifact);
-        `cpu_seconds` are measured region times, if known (see profile()); `runner` the
-        program's kernels, if already built; `streamed` the data-plane program when
-        weights stream from disk under a RAM budget; `ram_budget_bytes` the budget a CPU
-        plan's Program is held to (None: unbounded); `region_backends` what each region
-        runs (None: every region eager)."""
+        `runs_model_forward`, its own forward is the export-free direct path.
+        `executable` is what runs (runtime/executable.py), decided by the build."""
         super().__init__()
         self.model = model
         # The same model outside nn.Module's registry, for the direct path: reaching a
@@ -109,39 +94,23 @@ class CompiledModule(nn.Module):
         self._runs_model_forward = runs_model_forward
         self._model_name = model_name
         self._signature = signature
-        self._program = program
-        self._regions = regions
-        self._plan = plan
+        self._program = executable.program
+        self._regions = regions = executable.regions
+        self._plan = executable.plan
         self._config = config
-        self._backends = region_backends or eager_backends(len(regions))
-        self._runner = (
-            streamed.runner if streamed is not None else runner or ProgramRunner(program, regions, self._backends)
-        )
+        self._backends = executable.backends
+        self._runner = executable.runner
         # What explain() says of the numerics check (tt.compile sets it after the check ran).
         self.numerics_note: str | None = None
-        self._streams = streamed is not None
-        self._on_device: DeviceDirect | None = None
-        # A one-region plan that the search kept on the cpu runs as any CPU plan does.
-        on_device = plan.tiered and not (plan.direct and set(plan.devices) == {"cpu"})
-        if on_device and streamed is None and plan.direct and not self._runner.mutations:
-            self._on_device = device_direct(self._runner, plan)
-        elif on_device and streamed is None:
-            if plan.direct:
-                self._plan = plan = replace(
-                    plan, direct=False, direct_reason="not taken: the model updates its own buffers (the data plane's)"
-                )
-            streamed = PlaneProgram(self._runner, plan.placement.chosen.program, machine=plan.placement.machine)
-        elif streamed is None and not plan.direct:
-            # A CPU plan runs its Program on the data plane, its weights used in place.
-            lowered = in_memory_plan(self._runner, regions, plan, ram_budget_bytes, config.activation_budget_bytes)
-            streamed = PlaneProgram(self._runner, lowered, spill_dir=spill_dir_for(lowered, config))
-        self._plane = streamed
+        self._streams = executable.streams
+        self._on_device: DeviceDirect | None = executable.on_device
+        self._plane = executable.plane
         retain_heap_for(self._runner)
         # Weights streamed from disk are read from a copy there: the version of each
         # parameter when compiled, so that a call refuses weights changed since.
         self._compiled_versions = [(p, p._version) for p in model.parameters()] if self._streams else []
-        self._origin = origin
-        self._costs = region_costs(regions, cpu_seconds)
+        self._origin = executable.origin
+        self._costs = region_costs(regions, executable.cpu_seconds)
         # Each call has its own cancel token; request_cancel() reaches the calls running now.
         # A set's add, discard and copy are atomic (the GIL; a lock per object in
         # free-threaded builds), so calls share it without a lock of their own.
