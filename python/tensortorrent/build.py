@@ -60,7 +60,6 @@ class Build:
     ) -> None:
         self.model, self.model_name, self.args, self.kwargs = model, model_name, args, kwargs
         self.config, self.target = config, target
-        self.budgets, self.plan_machine = target.budgets, target.machine
         self.layers = layer_paths(model) if layers is None else layers
         self.model_forward, self.origin = model_forward, origin
         self.may_stream = may_stream
@@ -69,7 +68,7 @@ class Build:
         """The CompiledModule of `program` and its placement; `stage` marks the progress
         (`progress`, where given, shows each region compiling). `training`: a program
         captured in training mode, for calls autograd records (its regions run eagerly)."""
-        model, config, budgets = self.model, self.config, self.budgets
+        model, config, budgets = self.model, self.config, self.target.budgets
         signature = InputSignature(self.args, self.kwargs)
         with stage("partition"):
             regions = self._partition(program, streaming)
@@ -138,11 +137,11 @@ class Build:
         streamed from the weights cache. Where neither fits, a PlanningError names the
         smallest budget with which one does."""
         in_ram_need = None
-        if not self.may_stream or weight_bytes(self.model) <= self.budgets.ram.amount:
+        if not self.may_stream or weight_bytes(self.model) <= self.target.budgets.ram.amount:
             try:
                 return self.compiled(program, stage, progress=progress)
             except PlanningError as error:
-                if not self.may_stream or error.tier != self.plan_machine.tier_names[RAM]:
+                if not self.may_stream or error.tier != self.target.machine.tier_names[RAM]:
                     raise
                 in_ram_need = error.needed_bytes
                 log.info("the weights in RAM with the activations need %d bytes: streaming them instead", in_ram_need)
@@ -154,20 +153,20 @@ class Build:
             streamed_need = error.smallest_budget_bytes
             if in_ram_need is None and streamed_need > weight_bytes(self.model):
                 in_ram_need = self._in_ram_need(program)  # a plan keeping the weights in RAM may need less
-            raise _too_small(self.budgets.ram.amount, in_ram_need, streamed_need) from error
+            raise _too_small(self.target.budgets.ram.amount, in_ram_need, streamed_need) from error
 
     def _partition(self, program, streaming: bool):
         # A region per parameter group where its weights move on every call: each streams alone,
         # and each Linear may be split between the cpu and a device.
-        fine = streaming or self.plan_machine.shares_layers(weight_bytes(self.model))
+        fine = streaming or self.target.machine.shares_layers(weight_bytes(self.model))
         layers = self.layers | (parameter_owners(program) if fine else frozenset())
         return partition(program, layers, self.config.max_region_nodes, innermost=fine)
 
     def _machine(self, streaming: bool):
-        return self.target.streamed() if streaming else self.plan_machine
+        return self.target.streamed() if streaming else self.target.machine
 
     def _place(self, runner, regions, seconds, plan_machine, training: bool = False):
-        config, cpus = self.config, self.budgets.cpus.amount
+        config, cpus = self.config, self.target.budgets.cpus.amount
         objective = ObjectiveFunction.make(
             config.objective, config.objective_weights, plan_machine.slowest_link_bytes_per_s()
         )
@@ -194,9 +193,9 @@ class Build:
         """The RAM that packed copies of weights may take (runtime/packed_weights.py) in a
         CPU plan whose weights stay the model's own tensors; none where they stream or may
         go to a device."""
-        if streaming or not self.plan_machine.is_cpu_only:
+        if streaming or not self.target.machine.is_cpu_only:
             return 0
-        return pack_room_bytes(self.budgets.ram.amount, weight_bytes(self.model))
+        return pack_room_bytes(self.target.budgets.ram.amount, weight_bytes(self.model))
 
     def _compile_for_accelerators(self, runner, placement, progress) -> None:
         """Each region placed on a GPU gets its kernel there now, under the progress display
@@ -219,7 +218,7 @@ class Build:
             and len(regions) == 1
             and bool(backends.forwards)
             and not streaming
-            and self.plan_machine.is_cpu_only
+            and self.target.machine.is_cpu_only
             and not any(module.training for module in self.model.modules())
         )
 

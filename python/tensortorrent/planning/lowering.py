@@ -252,9 +252,6 @@ class _Lowering(WeightStreams, ActivationSpill, SplitLayers):
         """What an instruction involving `tier` declares: its time on a virtual device, else none."""
         return seconds if tier != RAM and self.machine.device_on_tier(tier).declared else 0.0
 
-    def link_queue(self, from_tier: int, to_tier: int) -> int:
-        return self.machine.link_queue(from_tier, to_tier)
-
     def copy(self, sources: list[int], to_tier: int, deps: set[int], label: str, register: bool = True) -> list[int]:
         """One Copy of `sources` (all on one tier) to `to_tier`, on their link; with
         `register`, later readers there use the copies (streamed weights are their region's alone)."""
@@ -269,7 +266,7 @@ class _Lowering(WeightStreams, ActivationSpill, SplitLayers):
         link = self.machine.link(from_tier, to_tier)
         seconds = self.machine.link_seconds(link, sum(self.buffers[s]["bytes"] for s in sources))
         name = f"{label} -> {self.machine.tier_names[to_tier]}"
-        queue = self.link_queue(from_tier, to_tier)
+        queue = self.machine.link_queue(from_tier, to_tier)
         self.emit(
             Op(K.Copy, queue, sources, targets, deps, name, seconds, self.declared(max(from_tier, to_tier), seconds)),
             serial=True,

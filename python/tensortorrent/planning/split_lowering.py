@@ -81,7 +81,7 @@ class SplitLayers:
         target = self.rows_out(region, tier, features, f"{name} cpu rows on {on}")
         link_s = self.machine.to_device_seconds(tier, self.buffers[output]["bytes"])
         label = f"{name} cpu rows -> {on}"
-        queue = self.link_queue(RAM, tier)
+        queue = self.machine.link_queue(RAM, tier)
         self.emit(
             Op(K.Copy, queue, [output], [target], {compute}, label, link_s, self.declared(tier, link_s)), serial=True
         )

@@ -104,7 +104,7 @@ class WeightStreams:
             if self.on_device[region] and not self.resident[region] and region not in self.streamed_from_disk:
                 tier = self.tier_of(region)
                 if any(s < self.bound and (s, tier) not in self.on_tier for s in kernel.in_slots):
-                    queues[self.link_queue(RAM, tier)].append(region)
+                    queues[self.machine.link_queue(RAM, tier)].append(region)
         return queues
 
     def stream_through(self, queue: int, order: list[int], last: int, weights_of: dict[int, dict[int, int]]) -> None:
@@ -172,6 +172,6 @@ class WeightStreams:
         )
         deps = {self.producer[b] for b in sources if b in self.producer} | set(deps)
         label = f"{self.names[region]} weights -> {self.machine.tier_names[tier]}"
-        queue = self.link_queue(RAM, tier)
+        queue = self.machine.link_queue(RAM, tier)
         self.emit(Op(K.Copy, queue, sources, targets, deps, label, seconds, self.declared(tier, seconds)), serial=True)
         return dict(zip(loaded, targets))
