@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import os
 from collections.abc import Sequence
 from typing import Any
@@ -10,8 +9,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from .build import Build
-from .capture import capture_model, normalize
+from .build import STAGES, build, compiled_module, training_twin
+from .capture import InputSignature, capture_model, normalize
 from .capture.export import check_model, functional_program
 from .capture.module_graph import ModuleGraph, checked, series
 from .config import CompileConfig
@@ -19,14 +18,12 @@ from .errors import InvalidArgumentError, UnsupportedFeatureError
 from .from_checkpoint import compile_from_checkpoint, exported_source
 from .hardware.virtual import VirtualDevice
 from .observe.progress import CompileProgress
+from .partition import layer_paths
 from .planning.fit import check_fits, weight_bytes
 from .runtime import CompiledModule
 from .runtime.numerics_check import check_numerics
+from .source import Source
 from .target import resolve_target
-
-log = logging.getLogger(__name__)
-
-STAGES = ["export", "partition", "profile", "plan", "build"]
 
 
 def compile(
@@ -74,7 +71,7 @@ def compile(
     model_name = "ExportedProgram" if exported is not None else type(model).__qualname__
     check_weights_present(model)
     # Under a RAM budget given, the planner keeps the weights in RAM where that whole plan
-    # fits, else streams them from the weights cache (Build.within_budget).
+    # fits, else streams them from the weights cache (build.build).
     over_budget = config.ram_budget_bytes is not None and weight_bytes(model) > budgets.ram.amount
     if over_budget and config.allow_disk_streaming and config.allow_training:
         raise UnsupportedFeatureError(
@@ -87,33 +84,27 @@ def compile(
     if not may_stream:
         check_fits(weight_bytes(model), budgets, streaming_refused=over_budget)  # before export: the heavy work
 
-    stages = (
-        STAGES[:2]
-        + ["compile regions"]
-        + STAGES[2:]
-        + (["stream"] if over_budget else [])
-        + (["training"] if config.allow_training else [])
-    )
-    build = Build(model, model_name, args, kwargs, config, target, may_stream=may_stream)
+    stages = ["export", *STAGES, *(["training"] if config.allow_training else [])]
     with CompileProgress(stages) as progress:
         with progress.stage("export"):
             captured = functional_program(exported) if exported is not None else capture_model(model, args, kwargs)
-        program = normalize(captured)
-        compiled, placement = build.within_budget(program, progress.stage, progress=progress)
+        source = Source(
+            model,
+            model_name,
+            normalize(captured),
+            InputSignature(args, kwargs),
+            args,
+            kwargs,
+            layers=layer_paths(model),
+            model_forward=True,
+        )
+        compiled = compiled_module(source, config, build(source, target, config, progress=progress))
         if config.checks_numerics:
             with progress.stage("check numerics"):
-                compiled.numerics_note = check_numerics(compiled, program, args, kwargs, config)
+                compiled.numerics_note = check_numerics(compiled, source.program, args, kwargs, config)
         if config.allow_training:
             with progress.stage("training"):
-                compiled.attach_training(build.training_twin())
-    log.info(
-        "compiled %s: %d region(s) on %s, direct path %s, predicted %.3f ms per call",
-        model_name,
-        compiled.region_count,
-        ", ".join(sorted(set(compiled.region_devices))),
-        "taken" if compiled.uses_direct_path else "not taken",
-        placement.chosen.measures.latency_s * 1e3,
-    )
+                compiled.attach_training(training_twin(source, target, config))
     return compiled
 
 

@@ -16,23 +16,26 @@ from .artifact.integrity import list_files, read_file, read_integrity
 from .artifact.layout import MANIFEST, check_manifest
 from .artifact.program_archive import load_program
 from .artifact.weight_references import checked_files, referenced_range, referenced_weights
+from .build import STAGES, Saved, build, compiled_module
 from .capture import InputSignature, normalize
 from .capture.export import drop_dead_nodes, with_tensors
 from .config import CompileConfig
 from .errors import ArtifactError, InvalidArgumentError, TensorTorrentError, UnsupportedFeatureError
 from .hardware import hardware_fingerprint
-from .hardware.virtual import VirtualDevice
-from .onto_devices import onto_devices, saved_layers, target_here
-from .partition import parameter_owners, partition, regions_from_names
-from .planning import build_plan, plan_from_json
-from .planning.fit import weight_bytes
+from .hardware.virtual import VirtualDevice, check_machine
+from .observe.progress import CompileProgress
+from .partition import regions_from_names
+from .planning import plan_from_json
+from .planning.fit import check_fits, weight_bytes
 from .planning.weights_on_disk import WeightsOnDisk
 from .runtime import CompiledModule
-from .runtime.executable import executable
-from .runtime.packed_weights import pack_room_bytes
-from .runtime.region_backends import RegionChoice, compile_regions
-from .runtime.streamed_weights import meta_tensors, stream_weights, weights_file
+from .runtime.region_backends import RegionChoice
+from .runtime.streamed_weights import meta_tensors, weights_file
+from .source import Source
 from .storage.safetensors_file import read_range, tensors_from_safetensors
+from .target import Target, resolve_target
+
+CALLER = "tt.load_compiled"
 
 
 def load_compiled(
@@ -96,46 +99,30 @@ def load_compiled(
         record = records[weights_name] if records is not None else None
         weights = weights_file(os.path.join(directory, weights_name), header, manifest["weights"], program, record)
     verify = weights is not None and not referenced and records is not None  # referenced: checked already
-    budgets = target.budgets
-    if not target.machine.is_cpu_only:
-        return onto_devices(manifest, directory, model, program, signature, config, target, weights, verify)
-    # Streaming reads weights a parameter group at a time: every module owning parameters is a layer.
-    owners = parameter_owners(program)
-    regions, plan, origin, replayed = _regions_and_plan(
-        manifest, program, config, saved_config, directory, owners if streaming else frozenset(), budgets.cpus.amount
-    )
-    # Weights read whole are the same tensors on every call of this CPU plan: they may be packed.
-    ram_budget_bytes = budgets.ram.amount
-    backends = compile_regions(
+    if weights is None:
+        check_fits(weight_bytes(model), target.budgets)
+    if target.machine.is_cpu_only:
+        saved, origin = _saved_plan(manifest, program, config == saved_config, directory)
+    else:
+        planned_for = ", ".join(device.name for device in target.machine.devices)
+        saved, origin = None, f"loaded from {directory}: planned for {planned_for}"
+    args, kwargs = signature.stand_in()  # an artifact holds no example inputs
+    source = Source(
+        model,
+        manifest["model_name"],
         program,
-        regions,
-        config.region_backend,
-        saved=_saved_backends(manifest, len(regions)) if replayed else None,
-        pack_room_bytes=0 if streaming else pack_room_bytes(ram_budget_bytes, weight_bytes(model)),
+        signature,
+        args,
+        kwargs,
+        stand_in_inputs=True,
+        layers=saved_layers(manifest),
+        on_disk=weights,
+        values_in_ram=weights is None,
+        verify=verify,
+        origin=origin + target.note(),
     )
-    streamed = None
-    if weights is not None:
-        streamed = stream_weights(
-            program, regions, weights, config, plan.max_concurrent, verify=verify, backends=backends
-        )
-    return CompiledModule(
-        model=model,
-        runs_model_forward=False,
-        model_name=manifest["model_name"],
-        signature=signature,
-        config=config,
-        executable=executable(
-            program,
-            regions,
-            plan,
-            config,
-            backends=backends,
-            streamed=streamed,
-            ram_budget_bytes=ram_budget_bytes,
-            cpu_seconds=_saved_cpu_seconds(manifest, len(regions)) if replayed else None,
-            origin=origin + target.note(),
-        ),
-    )
+    with CompileProgress(STAGES) as progress:
+        return compiled_module(source, config, build(source, target, config, saved=saved, progress=progress))
 
 
 def _referenced_tensors(entries: list, files, in_memory: bool) -> dict[str, torch.Tensor]:
@@ -279,28 +266,45 @@ def replay_decision(manifest: dict, same_config: bool) -> tuple[bool, str]:
     return True, f"hardware fingerprint {here}"
 
 
-def _regions_and_plan(
-    manifest: dict,
-    program,
-    config: CompileConfig,
-    saved_config: CompileConfig,
-    directory: str,
-    more_layers: frozenset,
-    cpus: int,
-):
-    replay, reason = replay_decision(manifest, config == saved_config)
+def _saved_plan(manifest: dict, program, same_config: bool, directory: str) -> tuple[Saved | None, str]:
+    """The saved CPU plan where loading replays it here (replay_decision), and explain()'s
+    line on where the plan came from."""
+    replay, reason = replay_decision(manifest, same_config)
+    if not replay:
+        return None, f"loaded from {directory}: re-planned ({reason})"
     try:
-        if replay:
-            saved_regions = [(r["layer"], list(r["operations"])) for r in manifest["regions"]]
-            regions = regions_from_names(program, saved_regions)
-            plan = plan_from_json(manifest["plan"], manifest["schedule"])
-            if len(plan.devices) != len(regions):
-                raise ValueError(f"{len(plan.devices)} device entries for {len(regions)} regions")
-            return regions, plan, f"loaded from {directory}: saved plan replayed ({reason})", True
+        saved_regions = [(r["layer"], list(r["operations"])) for r in manifest["regions"]]
+        regions = regions_from_names(program, saved_regions)
+        plan = plan_from_json(manifest["plan"], manifest["schedule"])
+        if len(plan.devices) != len(regions):
+            raise ValueError(f"{len(plan.devices)} device entries for {len(regions)} regions")
     except (KeyError, TypeError, ValueError, TensorTorrentError) as error:
         raise ArtifactError(f"{MANIFEST}: unreadable regions, plan or schedule ({error})") from error
-    layers = saved_layers(manifest) | more_layers
-    # Streaming cuts at the innermost layer, so that each region reads one parameter group.
-    regions = partition(program, layers, config.max_region_nodes, innermost=bool(more_layers))
-    plan = build_plan(regions, config, cpus=cpus)
-    return regions, plan, f"loaded from {directory}: re-planned ({reason})", False
+    saved = Saved(regions, plan, _saved_backends(manifest, len(regions)), _saved_cpu_seconds(manifest, len(regions)))
+    return saved, f"loaded from {directory}: saved plan replayed ({reason})"
+
+
+def target_here(
+    manifest: dict[str, Any],
+    devices: str | list[str] | None,
+    machine: VirtualDevice | Sequence[VirtualDevice] | None,
+    config: CompileConfig,
+) -> Target:
+    """The devices load_compiled plans for: those named (as tt.compile's `devices`), or by
+    default those the artifact was compiled for that are here. Virtual devices are declared
+    again from the manifest; `machine` adds declarations or replaces them by name."""
+    saved = saved_devices(manifest)
+    declared = {device.name: device for device in check_machine(machine, CALLER)}
+    for name, virtual in saved:
+        if virtual is not None:
+            declared.setdefault(name, virtual)
+    requested = [name for name, _ in saved] if devices is None else devices
+    return resolve_target(requested, tuple(declared.values()), config, CALLER, here_only=devices is None)
+
+
+def saved_layers(manifest: dict[str, Any]) -> frozenset[str]:
+    """The layers the saved regions were cut at: where partitioning cuts again."""
+    try:
+        return frozenset(region["layer"] for region in manifest["regions"] if region["layer"])
+    except (KeyError, TypeError) as error:
+        raise ArtifactError(f"{MANIFEST}: unreadable regions ({error!r})") from error

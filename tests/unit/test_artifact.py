@@ -82,8 +82,8 @@ def test_replay_does_not_plan(tmp_path, monkeypatch):
     def forbidden(*args, **kwargs):
         raise AssertionError("the planner ran during a replay")
 
-    monkeypatch.setattr("tensortorrent.load.partition", forbidden)
-    monkeypatch.setattr("tensortorrent.load.build_plan", forbidden)
+    monkeypatch.setattr("tensortorrent.build.partition", forbidden)
+    monkeypatch.setattr("tensortorrent.build.build_plan", forbidden)
     loaded = tt.load_compiled(tmp_path / "a")
     assert "saved plan replayed" in loaded.explain()
     torch.testing.assert_close(loaded(x), eager_outputs(model, (x,)))

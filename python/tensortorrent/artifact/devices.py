@@ -1,6 +1,6 @@
 """The devices an artifact's plan was made for, in its manifest ("devices"): the CPU,
 accelerators by name ("cuda:0"), virtual devices with their declarations, so that loading
-plans for them again (tensortorrent/onto_devices.py)."""
+plans for them again (tensortorrent/load.py)."""
 
 from __future__ import annotations
 

@@ -28,9 +28,9 @@ from ..api import compile as compile_module
 from ..artifact.layout import MANIFEST
 from ..artifact.publish import publish_directory
 from ..errors import ArgumentValueError, UnsupportedFeatureError
-from ..from_checkpoint import read_weight
 from ..hardware.loopback import loopback_bytes_per_s
 from ..planning.costs import measure_cpu_seconds
+from ..storage.safetensors_file import read_slot
 from ..version import __version__
 from .cuts import Stage, check_stage_count, plan_stages
 from .stage_module import StageModule
@@ -204,7 +204,7 @@ def _stage_weights(runner, stage: Stage, on_disk) -> dict[int, torch.Tensor]:
     they stream from (a stage's at a time, so the export holds one stage's weights)."""
     slots = sorted({s for k in runner.kernels[stage.first : stage.end] for s in k.in_slots if s < runner.bound_count})
     values = runner.bound_values
-    return {slot: values[slot] if values[slot] is not None else read_weight(on_disk, slot) for slot in slots}
+    return {slot: values[slot] if values[slot] is not None else read_slot(on_disk, slot) for slot in slots}
 
 
 def _write_stage(source, runner, stage: Stage, index: int, example: tuple, weights: dict, staging: str) -> dict:

@@ -77,21 +77,20 @@ class CompiledModule(nn.Module):
         self,
         *,
         model: nn.Module,
-        runs_model_forward: bool,
         model_name: str,
         signature: InputSignature,
         config: CompileConfig,
         executable: Executable,
     ) -> None:
-        """`model` holds the weights (the program's bound tensors, in place); when
-        `runs_model_forward`, its own forward is the export-free direct path.
+        """`model` holds the weights (the program's bound tensors, in place); where the
+        executable says it may, its own forward is the export-free direct path.
         `executable` is what runs (runtime/executable.py), decided by the build."""
         super().__init__()
         self.model = model
         # The same model outside nn.Module's registry, for the direct path: reaching a
         # submodule through nn.Module.__getattr__ costs ~0.6 us per call.
         object.__setattr__(self, "_model_forward", model)
-        self._runs_model_forward = runs_model_forward
+        self._runs_model_forward = executable.runs_model_forward
         self._model_name = model_name
         self._signature = signature
         self._program = executable.program
@@ -133,7 +132,7 @@ class CompiledModule(nn.Module):
 
     def attach_training(self, trainer: CompiledModule) -> None:
         """Sets the program train() switches to: one compiled from the same model captured
-        in training mode (build.py: Build.training_twin)."""
+        in training mode (build.py: training_twin)."""
         # Not a submodule: its parameters are this module's, and it is no part of the state.
         object.__setattr__(self, "_trainer", trainer)
 

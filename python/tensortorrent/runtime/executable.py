@@ -33,6 +33,7 @@ class Executable:
     streams: bool  # the weights stream from disk on every call
     cpu_seconds: list[float] | None = None  # measured region times, where known
     origin: str = ""  # explain()'s line on where the plan came from (a loaded artifact)
+    runs_model_forward: bool = False  # the direct path may call the model's own forward
 
 
 def executable(
@@ -47,13 +48,15 @@ def executable(
     ram_budget_bytes: int | None = None,
     cpu_seconds: list[float] | None = None,
     origin: str = "",
+    runs_model_forward: bool = False,
 ) -> Executable:
     """How `plan` runs: `streamed`, the data-plane program whose weights stream from disk,
     where the build made one; else a device plan's own lowered Program (or DeviceDirect for
     one resident region), or a CPU plan's Program with the weights used in place, held to
     `ram_budget_bytes` (None: unbounded); a CPU plan on the direct path needs neither.
     `runner`: the region kernels, if built already; `backends`: what each region runs
-    (None: every region eager)."""
+    (None: every region eager); `runs_model_forward`: the model's own forward computes
+    what the one region of a direct CPU plan does."""
     backends = backends or eager_backends(len(regions))
     runner = streamed.runner if streamed is not None else runner or ProgramRunner(program, regions, backends)
     plane, on_device = streamed, None
@@ -71,5 +74,15 @@ def executable(
         lowered = in_memory_plan(runner, regions, plan, ram_budget_bytes, config.activation_budget_bytes)
         plane = PlaneProgram(runner, lowered, spill_dir=spill_dir_for(lowered, config))
     return Executable(
-        program, regions, plan, runner, backends, plane, on_device, streamed is not None, cpu_seconds, origin
+        program,
+        regions,
+        plan,
+        runner,
+        backends,
+        plane,
+        on_device,
+        streamed is not None,
+        cpu_seconds,
+        origin,
+        runs_model_forward,
     )

@@ -28,7 +28,6 @@ from ..storage.spill_dir import spill_dir_for
 from ..storage.weights_cache import cache_directory, cache_weights
 from .plane_program import PlaneProgram
 from .program_runner import ProgramRunner
-from .region_backends import RegionBackends
 from .streamed_profile import PROFILE_LIMIT_S, profile_streamed
 
 log = logging.getLogger(__name__)
@@ -216,25 +215,21 @@ def verified_weights(weights: WeightsOnDisk) -> WeightsOnDisk:
 
 
 def stream_weights(
-    program,
+    runner: ProgramRunner,
     regions,
     weights: WeightsOnDisk,
     config,
     cpu_slots: int,
     verify: bool,
-    budget_bytes: int | None = None,
+    budget: int,
     example: list | None = None,
     layout: Layout | None = None,
-    backends: RegionBackends | None = None,
 ) -> PlaneProgram:
-    """The streamed program of `program` within `budget_bytes` of RAM (default:
-    config.ram_budget_bytes), its residents loaded, its regions where `layout` puts them
-    (default: the CPU); raises MemoryCapacityError (before anything runs) when no plan
-    fits; `backends` are its regions' compiled kernels (None: eager). With `example`
-    (flat inputs), its predictions come from a profiling call (see
-    streamed_profile.py) where one is quick enough."""
-    budget = budget_bytes if budget_bytes is not None else config.ram_budget_bytes
-    runner = ProgramRunner(program, regions, backends)
+    """The streamed program of `runner`'s regions within `budget` bytes of RAM, its
+    residents loaded, its regions where `layout` puts them (default: the CPU); raises
+    MemoryCapacityError (before anything runs) when no plan fits. With `example` (flat
+    inputs), its predictions come from a profiling call (see streamed_profile.py) where
+    one is quick enough."""
     names = [region.name for region in regions]
     # How to read is measured first: its reads in flight are the program's I/O queue depth.
     largest = max(weights.files, key=lambda file: file.size).path
@@ -287,14 +282,11 @@ def stream_weights(
     )
 
 
-def stream_from_cache(
-    program, regions, config, budgets, cpu_slots: int, layout: Layout | None = None, backends=None
-) -> PlaneProgram:
-    """Writes (or reuses) the program's weights in the weights cache and streams them from
-    there within config.ram_budget_bytes, the regions where `layout` puts them; the
-    caller's model keeps its own weights."""
+def weights_in_cache(program, config, disk_budget_bytes: int) -> WeightsOnDisk:
+    """Where `program`'s bound tensors lie in the weights cache, written there first unless
+    a file of the same tensors is there already."""
     directory = cache_directory(config.spill_dir)
-    cached = cache_weights(program.bound, directory, budgets.disk.amount)
+    cached = cache_weights(program.bound, directory, disk_budget_bytes)
     log.info("weights %s %s", "reused from" if cached.reused else "written to", cached.path)
     header = core.read_safetensors_header(cached.path)
     # Each load checks its tensor's CRC-32C, recorded as the file was written (a cache file
@@ -303,5 +295,4 @@ def stream_from_cache(
     entries = [
         {"key": b.names[0], "names": list(b.names), "crc32c": checksums.get(b.names[0], -1)} for b in program.bound
     ]
-    weights = weights_file(cached.path, header, entries, program, cached.record)
-    return stream_weights(program, regions, weights, config, cpu_slots, verify=False, layout=layout, backends=backends)
+    return weights_file(cached.path, header, entries, program, cached.record)

@@ -132,6 +132,11 @@ def read_range(on_disk: WeightsOnDisk, place: WeightRange, name: str) -> torch.T
     return raw.view(place.dtype).reshape(place.shape)
 
 
+def read_slot(on_disk: WeightsOnDisk, slot: int) -> torch.Tensor:
+    """Bound slot `slot`'s tensor, read from its file range into RAM."""
+    return read_range(on_disk, on_disk.ranges[slot], f"bound slot {slot}")
+
+
 def write_safetensors(
     tensors: dict[str, torch.Tensor], path: str, bytes_of: Callable[[str], torch.Tensor] | None = None
 ) -> None:
