@@ -187,7 +187,7 @@ def greedy_on_declared_machine(compiled) -> dict:
     # Each device holds whole layers up to its memory less room for activations, devices
     # in their declared order (fast, then slow).
     working = max(region_working_bytes(compiled._runner, r.index) for r in compiled._regions)
-    rooms = [(d, device.spec.memory_bytes - 2 * working) for d, device in enumerate(placement.machine.devices)]
+    rooms = [(d, device.memory_bytes - 2 * working) for d, device in enumerate(placement.machine.devices)]
     devices, resident = accelerate_fill([r.parameter_bytes for r in compiled._regions], rooms)
     # Prefetch 0: an offloaded layer's weights are copied only once the layer before it has
     # computed, and the layer waits for them, as Accelerate's offload hooks do.

@@ -249,7 +249,7 @@ def beyond_vram(device: str, quick: bool, samples: int, budget: int, results: di
         resident = sum(
             region.parameter_bytes
             for region, d, r in zip(compiled._regions, chosen.devices, chosen.resident)
-            if r and placement.machine.devices[d].spec is not None
+            if r and not placement.machine.devices[d].is_cpu
         )
         results["resident_on_device_bytes"] = resident
         save()

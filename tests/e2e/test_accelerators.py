@@ -13,7 +13,6 @@ from e2e.test_virtual_devices import BATCH, LAYER_BYTES, WIDTH, Stack
 
 import tensortorrent as tt
 from conftest import assert_parity
-from tensortorrent.hardware.accelerator import Accelerator
 
 
 @pytest.fixture
@@ -28,9 +27,8 @@ def test_a_backends_device_runs_a_plan_measured_on_it(example_device):
     compiled = assert_parity(model, (x,), devices=[example_device])
     assert compiled.region_devices == [example_device] * 4
     (device,) = compiled._plan.placement.machine.devices
-    spec = device.spec
-    assert isinstance(spec, Accelerator) and not device.declared
-    assert spec.link_bandwidth > 0 and len(spec.region_seconds) == 4 and all(s > 0 for s in spec.region_seconds)
+    assert device.measured and not device.declared
+    assert device.link_bandwidth > 0 and len(device.region_seconds) == 4 and all(s > 0 for s in device.region_seconds)
     # Measured devices declare nothing: their instructions take as long as they take.
     assert all(i.declared_us == 0 for i in compiled._plan.placement.chosen.program.program.schedule.instructions)
     assert f"{example_device}: " in compiled.explain() and "link" in compiled.explain()
@@ -49,7 +47,7 @@ def test_weights_over_the_devices_budget_are_copied_to_it_on_every_call(example_
     assert compiled.last_peak_bytes[example_device] <= budget
     assert list(compiled.last_peak_bytes.values()) == simulated_peaks(compiled)
     backend, index = compiled._plane.devices[example_device]
-    assert backend is compiled._plan.placement.machine.devices[0].spec.backend and index == 0
+    assert backend is compiled._plan.placement.machine.devices[0].backend and index == 0
 
 
 def test_the_cpu_and_an_accelerator_plan_together(example_device):

@@ -78,7 +78,7 @@ def test_a_machine_given_at_load_replaces_a_saved_declaration(model, saved):
     path, x = saved
     roomy = tt.VirtualDevice("fast", memory_bytes=64 << 20, flops=1e9, link_bandwidth=10e6)
     loaded = tt.load_compiled(path, devices=["fast"], machine=roomy)
-    assert loaded._plan.placement.machine.devices[0].spec == roomy
+    assert loaded._plan.placement.machine.devices[0].declaration == roomy
     assert all(loaded._plan.placement.chosen.resident)  # it holds every layer now
     torch.testing.assert_close(loaded(x), eager_outputs(model, (x,)))
 

@@ -19,7 +19,8 @@ from tensortorrent.backends.torch_accelerator import TorchAcceleratorBackend
 from tensortorrent.backends.virtual import VirtualBackend
 from tensortorrent.cli.doctor import report as doctor_report
 from tensortorrent.hardware import discover_devices
-from tensortorrent.hardware.accelerator import Accelerator, with_peer_links
+from tensortorrent.hardware.accelerator import with_peer_links
+from tensortorrent.hardware.device import Device
 
 
 def test_the_cpu_backend_conforms():
@@ -82,7 +83,7 @@ def test_peer_copies_are_checked_and_their_links_measured():
     with pytest.raises(ConformanceError, match=r"peer copies on peered:0: peer 'peered:9' is not one of its backend"):
         check_backend(StrangerPeerBackend())
     backend = PeerBackend()
-    found = {f"peered:{i}": Accelerator(f"peered:{i}", 8 << 20, 1e9, backend, i) for i in range(2)}
+    found = {f"peered:{i}": Device(f"peered:{i}", backend, i, 8 << 20, link_bandwidth=1e9) for i in range(2)}
     linked = with_peer_links(found)
     rate = dict(linked["peered:0"].peers)["peered:1"]
     assert rate > 0 and linked["peered:1"].peers == (("peered:0", rate),)

@@ -21,8 +21,8 @@ def device_entries(plan: ExecutionPlan) -> list[dict[str, Any]]:
     if plan.placement is None:
         return CPU_ONLY
     return [
-        {"name": device.name, "virtual": dataclasses.asdict(device.spec)}
-        if isinstance(device.spec, VirtualDevice)
+        {"name": device.name, "virtual": dataclasses.asdict(device.declaration)}
+        if device.declared
         else {"name": device.name}
         for device in plan.placement.machine.devices
     ]

@@ -1,13 +1,14 @@
-"""Real devices (CUDA, XPU, a third party's) as the planner sees them: their memory budget,
-their link's speed measured through their backend, and each region's time measured on
-them. A virtual device declares these figures instead (hardware/virtual.py)."""
+"""Real devices (CUDA, XPU, a third party's) found and measured as Devices (hardware/device.py):
+their memory budget, their link's speed measured through their backend, and each
+region's time measured on them. A virtual device declares these figures instead
+(hardware/virtual.py)."""
 
 from __future__ import annotations
 
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import torch
@@ -15,39 +16,11 @@ import torch
 from ..backends import backends
 from ..backends.interface import DeviceBackend, Queue
 from ..partition.region_module import on_device
+from .device import Device
 
 AUTO_KINDS = ("cuda", "xpu")  # what devices="auto" takes besides the CPU: torch's own accelerators
 LINK_PROBE_BYTES = 16 << 20
 LINK_PROBE_ROUNDS = 3
-
-
-@dataclass(frozen=True)
-class Accelerator:
-    """A real device a plan may use: `index` of `backend`."""
-
-    name: str
-    memory_bytes: int  # its budget (vram_budget_bytes, or its free memory less a reserve)
-    link_bandwidth: float  # bytes/s, the slower way between host RAM and the device, measured
-    backend: DeviceBackend
-    index: int
-    region_seconds: tuple[float, ...] = ()  # per region, measured there (empty until profiled)
-    link_latency_s: float = 0.0
-    # Devices of its backend it copies to directly (peer access), with the bytes/s measured
-    # over that link, the slower way: (name, bandwidth) pairs.
-    peers: tuple[tuple[str, float], ...] = ()
-
-    def transfer_seconds(self, nbytes: int) -> float:
-        return self.link_latency_s + nbytes / self.link_bandwidth
-
-    def peer_bandwidth(self, other: str) -> float | None:
-        return dict(self.peers).get(other)
-
-    def describe(self) -> str:
-        peers = "".join(f", peer link to {name} {rate / 1e9:.3g} GB/s" for name, rate in self.peers)
-        return (
-            f"{self.backend.kind} device, link {self.link_bandwidth / 1e9:.3g} GB/s measured{peers}; "
-            "region times measured there"
-        )
 
 
 def find_device(name: str) -> tuple[DeviceBackend, int] | None:
@@ -87,16 +60,16 @@ def _slower_way(to_a: Queue, to_b: Queue, a: torch.Tensor, b: torch.Tensor, nbyt
     return nbytes / max(slowest, 1e-9)
 
 
-def accelerator(name: str, memory_bytes: int) -> Accelerator | None:
+def accelerator(name: str, memory_bytes: int) -> Device | None:
     """The device called `name` with its link measured now; None when no backend has it."""
     found = find_device(name)
     if found is None:
         return None
     backend, index = found
-    return Accelerator(name, memory_bytes, measure_link(backend, index), backend, index)
+    return Device(name, backend, index, memory_bytes, link_bandwidth=measure_link(backend, index))
 
 
-def named_accelerators(devices: object, budgets) -> dict[str, Accelerator]:
+def named_accelerators(devices: object, budgets) -> dict[str, Device]:
     """The real accelerators tt.compile's `devices` names (with "auto": every device of
     AUTO_KINDS found), found, measured, and each given its memory budget (from `budgets`,
     which has one for every device discovered)."""
@@ -112,7 +85,7 @@ def named_accelerators(devices: object, budgets) -> dict[str, Accelerator]:
     return with_peer_links(found)
 
 
-def with_peer_links(found: dict[str, Accelerator]) -> dict[str, Accelerator]:
+def with_peer_links(found: dict[str, Device]) -> dict[str, Device]:
     """`found` with the direct links between devices of one backend that reports peer
     access between them measured (each pair once) and recorded on both."""
     peers: dict[str, list[tuple[str, float]]] = {name: [] for name in found}
@@ -130,8 +103,8 @@ def with_peer_links(found: dict[str, Accelerator]) -> dict[str, Accelerator]:
 
 
 def profiled(
-    device: Accelerator, runner, flat_inputs: Sequence[Any], load: Callable[[int], torch.Tensor] | None = None
-) -> Accelerator:
+    device: Device, runner, flat_inputs: Sequence[Any], load: Callable[[int], torch.Tensor] | None = None
+) -> Device:
     """`device` with each region's time measured on it: one region at a time (its inputs
     and weights copied there, run twice, the faster taken), so a model larger than the
     device still profiles; the values come from running each region on the CPU. `load`

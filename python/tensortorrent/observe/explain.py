@@ -64,18 +64,11 @@ def explain(
 def _machine_lines(placement: Placement) -> list[str]:
     lines = [f"  objective: {placement.objective.describe()}", "  devices:"]
     for device in placement.machine.devices:
-        spec = device.spec
-        if spec is None:
-            lines.append(
-                f"    cpu: computes in host RAM ({format_bytes(placement.machine.ram_bytes)} budget); times measured"
-            )
-        elif device.declared:
-            lines.append(
-                f"    {device.name}: virtual, {format_bytes(spec.memory_bytes)}, {spec.flops / 1e9:g} GFLOP/s, "
-                f"link {spec.link_bandwidth / 1e9:g} GB/s each way + {spec.link_latency_s * 1e6:g} us"
-            )
+        if device.is_cpu:  # host RAM's budget is the machine's
+            ram = format_bytes(placement.machine.ram_bytes)
+            lines.append(f"    {device.name}: computes in host RAM ({ram} budget); times measured")
         else:
-            lines.append(f"    {device.name}: {format_bytes(spec.memory_bytes)} budget, {spec.describe()}")
+            lines.append(f"    {device.name}: {device.describe()}")
     names = placement.machine.tier_names
     for a, b, rate in placement.machine.peer_links:
         if a < b:  # one line per pair: a peer link has one figure both ways
@@ -150,7 +143,7 @@ def _finalist_lines(placement: Placement) -> list[str]:
             name = machine.devices[device].name
             counts[name] = counts.get(name, 0) + 1
         where = ", ".join(f"{name} x{count}" for name, count in counts.items())
-        resident = sum(candidate.resident[r] for r, d in enumerate(candidate.devices) if machine.devices[d].spec)
+        resident = sum(candidate.resident[r] for r, d in enumerate(candidate.devices) if not machine.devices[d].is_cpu)
         over = ", ".join(candidate.over_capacity)
         fits = f"memory plan over capacity on {over}" if over else "fits"
         split = f"; {len(candidate.splits)} layer(s) split" if candidate.splits else ""
@@ -171,9 +164,9 @@ def _layer_choice_lines(placement: Placement, regions: Sequence[Region]) -> list
     lines = []
     for region in regions:
         index, device = region.index, machine.devices[chosen.devices[region.index]]
-        if region.parameter_bytes == 0 or (device.spec is not None and chosen.resident[index]):
+        if region.parameter_bytes == 0 or (not device.is_cpu and chosen.resident[index]):
             continue
-        if device.spec is None:
+        if device.is_cpu:
             lines.append(f"  {region.name:<24} computed on the cpu from host RAM{_why_cpu(placement, region)}")
             continue
         link_ms = machine.to_device_seconds(device.tier, region.parameter_bytes) * 1e3
@@ -205,9 +198,7 @@ def _why_cpu(placement: Placement, region: Region) -> str:
     machine, index = placement.machine, region.index
     cpu = machine.cpu_index
     copies = [
-        f"{d.name} {machine.to_device_seconds(d.tier, region.parameter_bytes) * 1e3:.3f} ms"
-        for d in machine.devices
-        if d.spec is not None
+        f"{d.name} {machine.to_device_seconds(d.tier, region.parameter_bytes) * 1e3:.3f} ms" for d in machine.on_devices
     ]
     return f" (cpu {placement.compute_s[index][cpu] * 1e3:.3f} ms; copying its weights: {', '.join(copies)})"
 

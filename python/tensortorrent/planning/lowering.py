@@ -187,7 +187,7 @@ class _Lowering(WeightStreams, ActivationSpill, SplitLayers):
         self.devices, self.resident, self.compute_s = list(devices), list(resident), compute_s
         self.prefetch, self.weights = prefetch, weights
         self.bound = runner.bound_count
-        self.on_device = [machine.devices[d].spec is not None for d in self.devices]
+        self.on_device = [not machine.devices[d].is_cpu for d in self.devices]
         self.streamed_from_disk = sorted(streamed)
         self.disk_tier = len(machine.tier_names) if weights is not None else None  # also where spills go
         self.buffers: list[dict] = []

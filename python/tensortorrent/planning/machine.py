@@ -16,54 +16,13 @@ from dataclasses import dataclass, replace
 from types import MappingProxyType
 
 from ..errors import InvalidArgumentError, UnsupportedError
-from ..hardware.accelerator import Accelerator, profiled
+from ..hardware.accelerator import profiled
+from ..hardware.device import RAM, Device, cpu_device, virtual_devices
 from ..hardware.virtual import VirtualDevice
 
 log = logging.getLogger(__name__)
 
-RAM = 0  # tier index of host RAM
 CPU_QUEUE, IO_QUEUE = 0, 1  # where "cpu" and "io" are in every program's queues (PlanMachine.queue_names)
-
-
-@dataclass(frozen=True)
-class PlanDevice:
-    """A device regions may compute on: the CPU (spec None), a declared virtual device, or a
-    real accelerator with its measured figures."""
-
-    name: str
-    spec: VirtualDevice | Accelerator | None  # None: the CPU
-    tier: int
-
-    @property
-    def declared(self) -> bool:
-        """A virtual device: its instructions last at least their declared times."""
-        return isinstance(self.spec, VirtualDevice)
-
-    @property
-    def own_memory(self) -> bool:
-        """A real accelerator computing in memory of its own (a GPU): weights resident there
-        are copies of the parameters in RAM."""
-        return isinstance(self.spec, Accelerator) and self.spec.backend.has_own_memory(self.spec.index)
-
-    def peer_bandwidth(self, other: PlanDevice) -> float | None:
-        """Bytes/s of a direct link from this device to `other` (the slower figure where
-        both give one); None where values between them go through RAM."""
-        if self.spec is None or other.spec is None or type(self.spec) is not type(other.spec):
-            return None
-        if isinstance(self.spec, Accelerator) and self.spec.backend.kind != other.spec.backend.kind:
-            return None
-        figures = [f for f in (self.spec.peer_bandwidth(other.name), other.spec.peer_bandwidth(self.name)) if f]
-        return min(figures) if figures else None
-
-    def compute_seconds(self, region: int, cpu_seconds: float, flops: float, bytes_touched: float) -> float:
-        """A region's time here: measured on the CPU, or on the accelerator; a virtual device
-        is never faster than the CPU that really runs it, and otherwise takes as long as its
-        declared speed says."""
-        if self.spec is None:
-            return cpu_seconds
-        if isinstance(self.spec, Accelerator):
-            return self.spec.region_seconds[region]
-        return max(cpu_seconds, self.spec.compute_seconds(flops, bytes_touched))
 
 
 @dataclass(frozen=True)
@@ -79,12 +38,12 @@ class Link:
 
 @dataclass(frozen=True)
 class PlanMachine:
-    devices: tuple[PlanDevice, ...]
-    ram_bytes: int
+    devices: tuple[Device, ...]
+    ram_bytes: int  # host RAM's budget, tier RAM's capacity
 
     @property
     def is_cpu_only(self) -> bool:
-        return all(d.spec is None for d in self.devices)
+        return all(d.is_cpu for d in self.devices)
 
     def check_activation_budget(self, budget: int | None, caller: str) -> None:
         """UnsupportedError for an activation budget on a machine with devices: activations
@@ -95,47 +54,46 @@ class PlanMachine:
     def profiled(self, runner, flat_inputs, load=None) -> PlanMachine:
         """The machine with each region's time measured on its real accelerators (`load`:
         see hardware/accelerator.profiled)."""
-        devices = tuple(
-            replace(d, spec=profiled(d.spec, runner, flat_inputs, load)) if isinstance(d.spec, Accelerator) else d
-            for d in self.devices
-        )
+        devices = tuple(profiled(d, runner, flat_inputs, load) if d.measured else d for d in self.devices)
         return replace(self, devices=devices)
 
     @property
     def cpu_index(self) -> int | None:
         """The CPU's position in `devices`; None when the plan may not use it."""
-        return next((i for i, d in enumerate(self.devices) if d.spec is None), None)
+        return next((i for i, d in enumerate(self.devices) if d.is_cpu), None)
 
     def shares_layers(self, weight_bytes: int) -> bool:
         """Whether layers may be split between the CPU and a device: both are used, and some
         weights must stay in host RAM (a device cannot hold them all)."""
-        devices = [d.spec for d in self.devices if d.spec is not None]
-        has_cpu = any(d.spec is None for d in self.devices)
-        return has_cpu and any(device.memory_bytes < weight_bytes for device in devices)
+        return self.cpu_index is not None and any(d.memory_bytes < weight_bytes for d in self.on_devices)
 
     @property
     def tier_names(self) -> list[str]:
-        return ["ram"] + [d.name for d in self.devices if d.spec is not None]
+        return ["ram"] + [d.name for d in self.on_devices]
 
     def tier_capacities(self) -> list[int]:
-        return [self.ram_bytes] + [d.spec.memory_bytes for d in self.devices if d.spec is not None]
+        return [self.ram_bytes] + [d.memory_bytes for d in self.on_devices]
 
-    def device_on_tier(self, tier: int) -> PlanDevice:
-        return next(d for d in self.devices if d.spec is not None and d.tier == tier)
+    @property
+    def on_devices(self) -> tuple[Device, ...]:
+        """The devices with memory tiers of their own: every one but the CPU, in tier order."""
+        return tuple(d for d in self.devices if not d.is_cpu)
+
+    def device_on_tier(self, tier: int) -> Device:
+        return next(d for d in self.on_devices if d.tier == tier)
 
     @property
     def device_count(self) -> int:
         """How many device tiers there are (RAM aside)."""
-        return sum(d.spec is not None for d in self.devices)
+        return len(self.on_devices)
 
     @functools.cached_property
     def peer_links(self) -> tuple[tuple[int, int, float], ...]:
         """The direct links between devices: (from tier, to tier, bytes/s), each way, in tier order."""
-        accelerators = [d for d in self.devices if d.spec is not None]
         return tuple(
             (a.tier, b.tier, bandwidth)
-            for a in accelerators
-            for b in accelerators
+            for a in self.on_devices
+            for b in self.on_devices
             if a is not b and (bandwidth := a.peer_bandwidth(b)) is not None
         )
 
@@ -149,8 +107,7 @@ class PlanMachine:
         tier_names = self.tier_names
         with_ram = tuple(
             Link(f"{d.name}.{way}", *tiers, d.tier)
-            for d in self.devices
-            if d.spec is not None
+            for d in self.on_devices
             for way, tiers in (("h2d", (RAM, d.tier)), ("d2h", (d.tier, RAM)))
         )
         return with_ram + tuple(
@@ -175,7 +132,7 @@ class PlanMachine:
     def link_seconds(self, link: Link, nbytes: int) -> float:
         if link.bytes_per_s is not None:
             return nbytes / link.bytes_per_s
-        return self.device_on_tier(link.device_tier).spec.transfer_seconds(nbytes)
+        return self.device_on_tier(link.device_tier).transfer_seconds(nbytes)
 
     @functools.cached_property
     def queue_names(self) -> tuple[str, ...]:
@@ -183,9 +140,8 @@ class PlanMachine:
         ("io"), then per device its compute queue (its name) and its two links with RAM,
         then the peer links. Queues are found by name (queue_of), never by position."""
         names = ["cpu", "io"]
-        for device in self.devices:
-            if device.spec is not None:
-                names += [device.name, f"{device.name}.h2d", f"{device.name}.d2h"]
+        for device in self.on_devices:
+            names += [device.name, f"{device.name}.h2d", f"{device.name}.d2h"]
         return (*names, *(link.name for link in self.links if link.device_tier is None))
 
     @functools.cached_property
@@ -205,7 +161,7 @@ class PlanMachine:
         return self.link_seconds(self.link(RAM, tier), nbytes)
 
     def slowest_link_bytes_per_s(self) -> float:
-        rates = [d.spec.link_bandwidth for d in self.devices if d.spec is not None]
+        rates = [d.link_bandwidth for d in self.on_devices]
         return min(rates) if rates else 0.0
 
 
@@ -213,13 +169,13 @@ def resolve_machine(
     requested: list[str],
     machine: tuple[VirtualDevice, ...],
     ram_bytes: int,
-    accelerators: Mapping[str, Accelerator] = MappingProxyType({}),
+    accelerators: Mapping[str, Device] = MappingProxyType({}),
     caller: str = "tt.compile",
 ) -> PlanMachine:
     """The devices `requested` (tt.compile's `devices` as names, target.py:
     requested_devices; 'auto' means the CPU and the found accelerators in `accelerators`:
     virtual devices run only when named), with the declared virtual devices and the real
-    accelerators (found and measured, by name) they refer to."""
+    accelerators (found and measured, by name) they refer to, each given its tier."""
     declared = {d.name: d for d in machine}
     if requested == ["auto"]:
         if declared:
@@ -228,19 +184,19 @@ def resolve_machine(
     repeated = sorted({d for d in requested if requested.count(d) > 1})
     if repeated:
         raise InvalidArgumentError(f"{caller}: devices: each device once, got {repeated} more than once")
-    chosen: list[PlanDevice] = []
     for name in requested:
-        if name == "cpu":
-            chosen.append(PlanDevice("cpu", None, RAM))
-        elif name in declared or name in accelerators:
-            spec = declared[name] if name in declared else accelerators[name]
-            chosen.append(PlanDevice(name, spec, 1 + sum(d.spec is not None for d in chosen)))
-        elif name == "auto":
+        if name == "auto":
             raise InvalidArgumentError(f"{caller}: devices: 'auto' cannot be combined with device names")
-        else:
+        if name != "cpu" and name not in declared and name not in accelerators:
             known = ", ".join(["'cpu'"] + [repr(n) for n in [*declared, *accelerators]])
             raise InvalidArgumentError(
                 f"{caller}: devices: unknown device {name!r}; known: {known} (an accelerator is known when "
                 "its backend finds it: see `tensortorrent doctor`)"
             )
+    found = {"cpu": cpu_device(), **accelerators}
+    found.update((d.name, d) for d in virtual_devices([declared[n] for n in requested if n in declared]))
+    chosen: list[Device] = []
+    for name in requested:
+        tier = RAM if name == "cpu" else 1 + sum(not d.is_cpu for d in chosen)
+        chosen.append(replace(found[name], tier=tier))
     return PlanMachine(tuple(chosen), ram_bytes)

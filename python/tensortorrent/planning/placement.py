@@ -79,7 +79,7 @@ def compute_table(runner, costs: Sequence[RegionCost], machine: PlanMachine) -> 
         params, working = region_param_bytes(runner, region), region_working_bytes(runner, region)
         row = []
         for device in machine.devices:
-            if device.spec is not None and params + working > device.spec.memory_bytes:
+            if not device.is_cpu and params + working > device.memory_bytes:
                 row.append(math.inf)
             else:
                 row.append(device.compute_seconds(region, cost.cpu_seconds or 0.0, cost.flops, params + working))
@@ -106,7 +106,7 @@ class PlacementContext:
         self.table = compute_table(runner, costs, machine)
         # Per device, whether the plan may make parameters resident there: not the CPU (they
         # are in RAM already), nor, in a training plan, a device with memory of its own.
-        self.may_hold = tuple(d.spec is not None and not (training and d.own_memory) for d in machine.devices)
+        self.may_hold = tuple(not d.is_cpu and not (training and d.own_memory) for d in machine.devices)
         _check_every_region_runs_somewhere(runner, regions, self.table, machine)
         self.problem = _problem(runner, regions, costs, self.table, machine, self.may_hold)
         self.simulated: dict[tuple, Candidate] = {}  # (devices, resident) -> its candidate
@@ -284,7 +284,7 @@ def _split_layers(context: PlacementContext, starts: int) -> None:
     if cpu is None or not layers or machine.is_cpu_only:
         return
     ranked = sorted(context.simulated.values(), key=rank_key)
-    accelerators = [i for i, d in enumerate(machine.devices) if d.spec is not None]
+    accelerators = [i for i, d in enumerate(machine.devices) if not d.is_cpu]
     for best in [c for c in ranked[:starts] if not c.over_capacity]:
         variants = [(best.devices, best.resident)]
         for device in accelerators:  # the CPU's layers moved to the device, to be split there
@@ -305,7 +305,7 @@ def _splits_of(context, layers, devices, resident, cpu: int) -> tuple[LayerSplit
     machine, runner, splits = context.machine, context.runner, []
     for region, layer in layers.items():
         device = machine.devices[devices[region]]
-        if device.spec is None or resident[region]:
+        if device.is_cpu or resident[region]:
             continue
         link_s = machine.to_device_seconds(device.tier, region_param_bytes(runner, region))
         overhead_s = machine.to_device_seconds(device.tier, region_working_bytes(runner, region))
@@ -329,12 +329,12 @@ def _problem(runner, regions, costs, table, machine: PlanMachine, may_hold: tupl
     count = len(regions)
     devices = []
     for device, holds in zip(machine.devices, may_hold):
-        if device.spec is None:
+        if device.is_cpu:
             room = UNLIMITED_BYTES
         else:
-            room = _resident_room(runner, device.spec.memory_bytes, range(count)) if holds else 0
+            room = _resident_room(runner, device.memory_bytes, range(count)) if holds else 0
         devices.append(core.PlacementDevice(name=device.name, capacity_bytes=room))
-    per_byte = [0.0 if d.spec is None else 1.0 / d.spec.link_bandwidth for d in machine.devices]
+    per_byte = [0.0 if d.is_cpu else 1.0 / d.link_bandwidth for d in machine.devices]
     transfer = [
         [_transfer_s_per_byte(machine, a, b, per_byte) for b in range(len(devices))] for a in range(len(devices))
     ]
@@ -362,9 +362,9 @@ def _transfer_s_per_byte(machine: PlanMachine, a: int, b: int, host_per_byte: li
 def _check_every_region_runs_somewhere(runner, regions, table, machine: PlanMachine) -> None:
     for region in regions:
         if all(math.isinf(s) for s in table[region.index]):
-            largest = max(machine.devices, key=lambda d: d.spec.memory_bytes)
+            largest = max(machine.on_devices, key=lambda d: d.memory_bytes)
             needed = region_param_bytes(runner, region.index) + region_working_bytes(runner, region.index)
-            allowed = largest.spec.memory_bytes
+            allowed = largest.memory_bytes
             raise PlanningError(
                 f"no device can run region {region.name}: it needs {needed} bytes ({format_bytes(needed)}: "
                 f"parameters and activations) in one device's memory, and the largest, {largest.name}, "

@@ -104,7 +104,7 @@ def resident_on(placement: Placement | None) -> str | None:
     if len(used) != 1 or not all(chosen.resident) or chosen.splits:
         return None
     device = placement.machine.devices[used.pop()]
-    return device.name if device.spec is not None and not device.declared else None
+    return device.name if device.measured else None
 
 
 def decide_direct_path(

@@ -16,10 +16,11 @@ from dataclasses import dataclass, replace
 
 from .. import core
 from ..errors import MemoryCapacityError
+from ..hardware.device import cpu_device
 from ..units import format_bytes
 from .activation_spill import ActivationBudgetError
 from .lowering import UNBOUNDED, LoweredProgram, lower, simulated_us
-from .machine import IO_QUEUE, PlanDevice, PlanMachine
+from .machine import IO_QUEUE, PlanMachine
 from .weights_on_disk import WeightsOnDisk
 
 __all__ = [
@@ -32,7 +33,7 @@ __all__ = [
     "streamed_program",
 ]
 
-CPU_ONLY = PlanMachine((PlanDevice("cpu", None, 0),), UNBOUNDED)
+CPU_ONLY = PlanMachine((cpu_device(),), UNBOUNDED)
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,7 @@ class Layout:
         return Layout(placement.machine, chosen.devices, chosen.resident, placement.compute_s)
 
     def on_device(self, region: int) -> bool:
-        return self.machine.devices[self.devices[region]].spec is not None
+        return not self.machine.devices[self.devices[region]].is_cpu
 
     def streamable(self, region: int) -> bool:
         """A region resident on its device keeps its weights there: only the others stream."""

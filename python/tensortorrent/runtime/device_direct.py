@@ -99,4 +99,4 @@ def device_direct(runner: ProgramRunner, plan) -> DeviceDirect:
     """The direct path of `plan` (an ExecutionPlan whose regions are all resident on one accelerator)."""
     placement = plan.placement
     device = placement.machine.devices[placement.chosen.devices[0]]
-    return DeviceDirect(runner, device.spec.backend, device.spec.index, device.name)
+    return DeviceDirect(runner, device.backend, device.index, device.name)

@@ -20,7 +20,6 @@ from collections.abc import Callable, Sequence
 import torch
 from torch import fx
 
-from ..hardware.accelerator import Accelerator
 from ..partition.region_module import on_device
 from .region_backends import AUTO, EAGER, RegionChoice, compile_graph, example_inputs, faster_of
 
@@ -59,9 +58,9 @@ def accelerator_regions(placement) -> list[tuple[int, torch.device]]:
     device with memory of its own: those whose kernels device_kernels makes."""
     found = []
     for region, chosen in enumerate(placement.chosen.devices):
-        spec = placement.machine.devices[chosen].spec
-        if isinstance(spec, Accelerator) and spec.backend.torch_device(spec.index).type != "cpu":
-            found.append((region, spec.backend.torch_device(spec.index)))
+        device = placement.machine.devices[chosen]
+        if device.measured and device.own_memory:
+            found.append((region, device.backend.torch_device(device.index)))
     return found
 
 

@@ -19,7 +19,6 @@ import torch
 
 from .. import core
 from ..backends.interface import DeviceBackend
-from ..backends.virtual import VirtualBackend
 from ..errors import InvalidArgumentError
 from ..planning.lowering import UNBOUNDED, LoweredProgram
 from ..planning.machine import IO_QUEUE, RAM, PlanMachine
@@ -277,13 +276,8 @@ class PlaneProgram:
 
 
 def device_backends(program: core.Program, machine: PlanMachine | None) -> dict[str, tuple[DeviceBackend, int]]:
-    """Per device tier of `program`, by name, its backend and index there: a real
-    accelerator's own, and one virtual backend for the declared devices."""
-    planned = list(machine.devices) if machine is not None else []
-    declared = [d.spec for d in planned if d.declared]
-    virtual = VirtualBackend(declared)
-    devices = {spec.name: (virtual, index) for index, spec in enumerate(declared)}
-    devices.update((d.name, (d.spec.backend, d.spec.index)) for d in planned if d.spec is not None and not d.declared)
+    """Per device tier of `program`, by name, the backend and index its Device is bound to."""
+    devices = {d.name: (d.backend, d.index) for d in (machine.on_devices if machine is not None else ())}
     for tier in program.tiers:
         if tier.kind == core.TierKind.Device and tier.name not in devices:
             raise InvalidArgumentError(f"the program has device tier {tier.name!r}, but no such device was given")
