@@ -33,6 +33,7 @@ from .errors import (
     UnsupportedFeatureError,
 )
 from .fit import fit
+from .generation import GenerativeModule, compile_for_generation
 from .hardware.virtual import VirtualDevice
 from .load import load_compiled
 from .objective import Objective
@@ -42,6 +43,8 @@ from .version import __version__
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 __all__ = [
+    "GenerativeModule",
+    "compile_for_generation",
     "ArgumentValueError",
     "ArtifactError",
     "StorageError",

@@ -23,7 +23,7 @@ from .planning.fit import check_fits, weight_bytes
 from .runtime import CompiledModule
 from .runtime.numerics_check import check_numerics
 from .source import Source
-from .target import resolve_target
+from .target import Target, resolve_target
 
 
 def compile(
@@ -65,7 +65,20 @@ def compile(
         return compile_from_checkpoint(source, args, kwargs, config, checkpoint, devices, machine)
     # An exported program's own module holds its weights (the same tensors) and runs its graph.
     model = exported.module() if exported is not None else model
-    target = resolve_target(devices, machine, config)
+    return compile_on_target(model, args, kwargs, config, resolve_target(devices, machine, config), exported)
+
+
+def compile_on_target(
+    model: nn.Module | ModuleGraph,
+    args: tuple,
+    kwargs: dict,
+    config: CompileConfig,
+    target: Target,
+    exported: torch.export.ExportedProgram | None = None,
+) -> CompiledModule:
+    """The compiled module of `model`, its weights in memory, for `target` (several
+    programs of one model, as generation compiles, share one target); `exported`: the
+    program `model` is the module of, not captured again."""
     budgets = target.budgets
     model = check_model(checked(model, args, kwargs) if isinstance(model, ModuleGraph) else model)
     model_name = "ExportedProgram" if exported is not None else type(model).__qualname__

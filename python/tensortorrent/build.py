@@ -158,6 +158,7 @@ def _build(
             streamed = _streamed(source, runner, regions, plan, placement, seconds, config, budgets.ram.amount)
             if origin:
                 origin += "; region costs " + COSTS_SAID[streamed.costs == PROFILED_COSTS]
+    predicted = streamed.predicted_s() if streamed else placement.chosen.measures.latency_s if placement else None
     with stage("build"):
         if placement is not None and not training:
             _compile_for_accelerators(runner, placement, config, progress)
@@ -175,8 +176,8 @@ def _build(
             # The model's own forward runs aten's kernels: not where a region got another
             # (inductor's code, products on oneDNN).
             runs_model_forward=source.model_forward and not training and not backends.forwards,
+            predicted_s=predicted,
         )
-    predicted = streamed.predicted_s() if streamed else placement.chosen.measures.latency_s if placement else None
     log.info(
         "compiled %s%s: %d region(s) on %s, %s",
         source.model_name,

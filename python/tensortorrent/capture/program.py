@@ -62,6 +62,12 @@ class NormalizedProgram:
         return [n for n in self.graph_module.graph.nodes if n.op not in ("placeholder", "output")]
 
     @property
+    def mutated_slots(self) -> frozenset[int]:
+        """The bound slots of the buffers the program writes."""
+        written = {id(buffer) for _, buffer in self.buffer_mutations}
+        return frozenset(b.slot for b in self.bound if id(b.tensor) in written)
+
+    @property
     def parameter_bytes(self) -> int:
         return sum(b.nbytes for b in self.bound)
 
@@ -107,7 +113,9 @@ def normalize(exported: torch.export.ExportedProgram) -> NormalizedProgram:
         if spec.kind == OutputKind.USER_OUTPUT:
             outputs.append(OutputRef(value) if isinstance(value, fx.Node) else OutputRef(None, value))
         elif spec.kind == OutputKind.BUFFER_MUTATION:
-            mutations.append((value, exported.state_dict[spec.target]))
+            # A buffer not in the state dict (registered persistent=False) is among the constants.
+            mutated = exported.state_dict.get(spec.target, exported.constants.get(spec.target))
+            mutations.append((value, mutated))
         else:
             raise UnsupportedError(
                 f"the model's forward {spec.kind.name.lower().replace('_', ' ')} ({spec.target}); "

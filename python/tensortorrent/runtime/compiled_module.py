@@ -109,6 +109,7 @@ class CompiledModule(nn.Module):
         # parameter when compiled, so that a call refuses weights changed since.
         self._compiled_versions = [(p, p._version) for p in model.parameters()] if self._streams else []
         self._origin = executable.origin
+        self._predicted_s = executable.predicted_s
         self._costs = region_costs(regions, executable.cpu_seconds)
         # Each call has its own cancel token; request_cancel() reaches the calls running now.
         # A set's add, discard and copy are atomic (the GIL; a lock per object in
@@ -397,6 +398,12 @@ class CompiledModule(nn.Module):
             (path, runner.slot_meta[slot] if slot is not None else None)
             for path, (slot, _) in zip(paths, runner.outputs)
         ]
+
+    @property
+    def predicted_s(self) -> float | None:
+        """The simulated duration of one call; None where the plan was not simulated (a
+        replayed or unplaced CPU plan)."""
+        return self._predicted_s
 
     @property
     def region_count(self) -> int:

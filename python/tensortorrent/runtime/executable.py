@@ -34,6 +34,7 @@ class Executable:
     cpu_seconds: list[float] | None = None  # measured region times, where known
     origin: str = ""  # explain()'s line on where the plan came from (a loaded artifact)
     runs_model_forward: bool = False  # the direct path may call the model's own forward
+    predicted_s: float | None = None  # the simulated duration of one call; None where not simulated
 
 
 def executable(
@@ -49,6 +50,7 @@ def executable(
     cpu_seconds: list[float] | None = None,
     origin: str = "",
     runs_model_forward: bool = False,
+    predicted_s: float | None = None,
 ) -> Executable:
     """How `plan` runs: `streamed`, the data-plane program whose weights stream from disk,
     where the build made one; else a device plan's own lowered Program (or DeviceDirect for
@@ -85,4 +87,5 @@ def executable(
         cpu_seconds,
         origin,
         runs_model_forward,
+        predicted_s,
     )

@@ -172,7 +172,9 @@ def weights_file(path: str, header, entries: list[dict], program, record: dict[s
     by_key = {entry.name: entry for entry in header.tensors}
     recorded = {name: entry for entry in entries for name in entry["names"]}
     ranges = {}
-    for bound in program.bound:
+    # A buffer the program writes stays the model's own tensor in RAM: a file holds its
+    # value when it was written, not the one calls left in it.
+    for bound in (b for b in program.bound if b.slot not in program.mutated_slots):
         table = recorded[bound.names[0]]
         entry = by_key[table["key"]]
         ranges[bound.slot] = WeightRange(

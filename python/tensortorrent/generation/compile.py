@@ -1,0 +1,77 @@
+"""tt.compile_for_generation: a causal LM compiled as a decode program and prefill programs."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch import nn
+
+from ..api import compile_on_target
+from ..config import CompileConfig
+from ..errors import InvalidArgumentError, UnsupportedFeatureError
+from ..hardware.virtual import VirtualDevice
+from ..target import resolve_target
+from .cached_lm import FEATURE, CachedLM
+from .module import DECODE, GenerativeModule
+
+
+def compile_for_generation(
+    model: nn.Module,
+    *,
+    max_length: int,
+    batch_size: int = 1,
+    prompt_buckets: Sequence[int] | None = None,
+    config: CompileConfig | None = None,
+    devices: str | list[str] = "auto",
+    machine: VirtualDevice | Sequence[VirtualDevice] | None = None,
+    checkpoint: object = None,
+) -> GenerativeModule:
+    """Compiles a Hugging Face causal LM to generate up to `max_length` tokens per row
+    (prompt and new tokens), `batch_size` rows at a time: a decode program (one token per
+    row) and a prefill program per prompt length in `prompt_buckets` (default: the powers
+    of two from 2 up to `max_length`), all sharing the model's weights and one KV cache
+    of `max_length` positions. `config`, `devices` and `machine` are tt.compile's, for
+    every program."""
+    _check_size("max_length", max_length)
+    _check_size("batch_size", batch_size)
+    lengths = _prompt_lengths(prompt_buckets, max_length)
+    if checkpoint is not None:
+        raise UnsupportedFeatureError(
+            FEATURE, "weights read in place from a checkpoint (checkpoint=)", "load the weights into the model"
+        )
+    if config is not None and not isinstance(config, CompileConfig):
+        raise InvalidArgumentError(f"{FEATURE}: config: expected a tt.CompileConfig, got {type(config).__name__}")
+    config = config or CompileConfig()
+    lm = CachedLM(model, batch_size, max_length).eval()
+    target = resolve_target(devices, machine, config, FEATURE)
+    programs = {
+        length: compile_on_target(lm, _example(lm, length), {}, config, target) for length in (DECODE, *lengths)
+    }
+    return GenerativeModule(lm, programs, type(model).__qualname__)
+
+
+def _example(lm: CachedLM, length: int) -> tuple:
+    """Inputs of one program's shapes: `length` tokens per row written from the cache's start."""
+    ids = torch.zeros((lm.batch_size, length), dtype=torch.long)
+    mask = torch.ones((lm.batch_size, lm.max_length), dtype=torch.long)
+    positions = torch.arange(length).expand(lm.batch_size, length)
+    return ids, mask, positions, torch.tensor(0)
+
+
+def _prompt_lengths(buckets: object, max_length: int) -> list[int]:
+    if buckets is None:
+        return [2**power for power in range(1, max_length.bit_length()) if 2**power <= max_length]
+    if not isinstance(buckets, (list, tuple)) or not all(
+        isinstance(b, int) and not isinstance(b, bool) and 1 < b <= max_length for b in buckets
+    ):
+        raise InvalidArgumentError(
+            f"{FEATURE}: prompt_buckets: expected a list of prompt lengths from 2 to max_length={max_length}, "
+            f"got {buckets!r}"
+        )
+    return sorted(set(buckets))
+
+
+def _check_size(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidArgumentError(f"{FEATURE}: {name}: expected an int >= 1, got {value!r}")

@@ -1,0 +1,247 @@
+"""GenerativeModule: token generation through compiled programs that share one KV cache.
+
+A prompt batch is left-padded to its longest prompt (and to the compiled batch size with
+rows that are all padding), then prefilled in chunks of the compiled prompt lengths,
+longest first, each chunk written into the cache where the last one ended; every new
+token is then one call of the decode program (batch x 1). The attention mask covers the
+whole cache, so a padded position is never attended to, and each row's positions count
+its real tokens only: a padded prompt gives the tokens an unpadded one does."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+
+import torch
+
+from ..errors import InvalidArgumentError
+from ..runtime import CompiledModule
+from ..units import format_bytes
+from .cached_lm import CachedLM
+from .sampling import Sampling
+
+DECODE = 1  # the decode program's length
+
+
+def prefill_chunks(length: int, lengths: Sequence[int]) -> list[int]:
+    """`length` tokens as a sum of compiled program lengths, the longest that fits first
+    (the decode program's 1 takes what no prompt length fits)."""
+    sizes = sorted(set(lengths) | {DECODE}, reverse=True)
+    chunks = []
+    while length:
+        size = next(s for s in sizes if s <= length)
+        chunks.append(size)
+        length -= size
+    return chunks
+
+
+class GenerativeModule:
+    """Generates tokens with a causal LM compiled by tt.compile_for_generation."""
+
+    def __init__(self, lm: CachedLM, programs: dict[int, CompiledModule], model_name: str) -> None:
+        self._lm = lm
+        self._programs = programs  # tokens per call -> its compiled program; DECODE decodes
+        self._model_name = model_name
+        self._lock = threading.Lock()  # the programs share one cache: one generation at a time
+        settings = getattr(lm.model, "generation_config", None)
+        self._model_eos = getattr(settings, "eos_token_id", None)
+        self._model_pad = getattr(settings, "pad_token_id", None)
+
+    @property
+    def batch_size(self) -> int:
+        return self._lm.batch_size
+
+    @property
+    def max_length(self) -> int:
+        return self._lm.max_length
+
+    @property
+    def prompt_lengths(self) -> list[int]:
+        """The prefill programs' lengths."""
+        return sorted(length for length in self._programs if length != DECODE)
+
+    @property
+    def programs(self) -> dict[int, CompiledModule]:
+        return dict(self._programs)
+
+    def generate(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        *,
+        max_new_tokens: int,
+        do_sample: bool = False,
+        temperature: float = 1.0,
+        top_k: int | None = None,
+        top_p: float | None = None,
+        repetition_penalty: float | None = None,
+        eos_token_id: int | Sequence[int] | None = None,
+        pad_token_id: int | None = None,
+        seed: int | None = None,
+        streamer: object = None,
+    ) -> torch.Tensor:
+        """The prompts (batch x tokens, left-padded where `attention_mask` says) followed by
+        up to `max_new_tokens` new tokens each, as Hugging Face's generate returns them: a
+        row that produced an end token (`eos_token_id`; unset, the model's generation
+        config's) is filled with `pad_token_id` (unset, the model's, else the first end
+        token) after it, and generation stops once every row has. With `do_sample`, tokens are
+        drawn (see generation/sampling.py) from a generator seeded with `seed` (None: torch's
+        global one). `streamer` is called with each step's new tokens (a tensor, one per
+        row), or, where it has put() and end() (a transformers streamer), told as
+        Hugging Face's generate tells it."""
+        sampling = Sampling(do_sample, temperature, top_k, top_p, repetition_penalty)
+        ids, mask = self._checked_prompts(input_ids, attention_mask, max_new_tokens)
+        # Unset, the end and padding tokens are the model's (its generation config), as in Hugging Face's.
+        stops = _token_ids("eos_token_id", eos_token_id if eos_token_id is not None else self._model_eos)
+        pad = next(p for p in (pad_token_id, self._model_pad, *stops, 0) if p is not None)
+        _token_ids("pad_token_id", pad)
+        tell = _streamer(streamer)
+        generator = torch.Generator().manual_seed(_seed(seed)) if seed is not None else None
+        with self._lock:
+            return self._generate(ids, mask, max_new_tokens, sampling, stops, pad, generator, tell)
+
+    def _generate(self, ids, mask, max_new_tokens, sampling, stops, pad, generator, tell) -> torch.Tensor:
+        rows, length = ids.shape
+        batch_ids = torch.full((self.batch_size, length), pad, dtype=torch.long)
+        batch_ids[:rows] = ids
+        batch_mask = torch.zeros((self.batch_size, length), dtype=torch.long)
+        batch_mask[:rows] = mask
+        cache_mask = torch.zeros((self.batch_size, self.max_length), dtype=torch.long)
+        cache_mask[:, :length] = batch_mask
+        positions = (batch_mask.cumsum(-1) - 1).masked_fill(batch_mask == 0, 1)
+        start = 0
+        for size in prefill_chunks(length, self.prompt_lengths):
+            chunk = slice(start, start + size)
+            logits = self._programs[size](batch_ids[:, chunk], cache_mask, positions[:, chunk], torch.tensor(start))
+            start += size
+        tell.begin(ids)
+        sequences, unfinished = ids, torch.ones(rows, dtype=torch.bool)
+        position = positions[:, -1:] + 1
+        stop_ids = torch.tensor(stops, dtype=torch.long)
+        for step in range(max_new_tokens):
+            tokens = sampling.next_tokens(logits[:rows], sequences, generator)
+            tokens = torch.where(unfinished, tokens, torch.full_like(tokens, pad))
+            sequences = torch.cat([sequences, tokens[:, None]], dim=1)
+            tell.tokens(tokens)
+            unfinished &= ~torch.isin(tokens, stop_ids)
+            if step == max_new_tokens - 1 or not unfinished.any():
+                break
+            cache_mask[:, start] = 1
+            step_ids = torch.full((self.batch_size, 1), pad, dtype=torch.long)
+            step_ids[:rows, 0] = tokens
+            logits = self._programs[DECODE](step_ids, cache_mask, position, torch.tensor(start))
+            start, position = start + 1, position + 1
+        tell.end()
+        return sequences
+
+    def _checked_prompts(self, input_ids, attention_mask, max_new_tokens) -> tuple[torch.Tensor, torch.Tensor]:
+        if not isinstance(input_ids, torch.Tensor) or input_ids.dim() != 2 or input_ids.dtype != torch.long:
+            got = (
+                f"a {input_ids.dim()}-D {input_ids.dtype} tensor" if isinstance(input_ids, torch.Tensor) else input_ids
+            )
+            raise InvalidArgumentError(
+                f"generate: input_ids: expected a 2-D torch.int64 tensor (batch x tokens), got {got}"
+            )
+        rows, length = input_ids.shape
+        if not 1 <= rows <= self.batch_size:
+            raise InvalidArgumentError(
+                f"generate: input_ids holds {rows} prompt(s); this module was compiled for batch_size={self.batch_size}"
+            )
+        if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 1:
+            raise InvalidArgumentError(f"generate: max_new_tokens: expected an int >= 1, got {max_new_tokens!r}")
+        if length < 1 or length + max_new_tokens - 1 > self.max_length:
+            raise InvalidArgumentError(
+                f"generate: {length} prompt token(s) and max_new_tokens={max_new_tokens} need "
+                f"{length + max_new_tokens - 1} positions of the KV cache; this module was compiled for "
+                f"max_length={self.max_length}"
+            )
+        if attention_mask is None:
+            return input_ids, torch.ones_like(input_ids)
+        if not isinstance(attention_mask, torch.Tensor) or attention_mask.shape != input_ids.shape:
+            got = tuple(attention_mask.shape) if isinstance(attention_mask, torch.Tensor) else attention_mask
+            raise InvalidArgumentError(f"generate: attention_mask: expected shape {tuple(input_ids.shape)}, got {got}")
+        mask = attention_mask.long()
+        if not bool(((mask == 0) | (mask == 1)).all()) or bool((mask[:, 1:] < mask[:, :-1]).any()):
+            raise InvalidArgumentError(
+                "generate: attention_mask: expected 0s then 1s in each row (prompts padded on the left)"
+            )
+        if not bool(mask[:, -1].all()):
+            raise InvalidArgumentError("generate: attention_mask: a row holds no token (its mask is all 0)")
+        return input_ids, mask
+
+    def explain(self) -> str:
+        decode = self._programs[DECODE]
+        lines = [
+            f"Generation: {self._model_name}, batch_size {self.batch_size}, max_length {self.max_length}",
+            f"KV cache: {format_bytes(self._lm.cache_bytes)} ({len(self._lm.cache.layers)} layers of keys and "
+            "values), the module's buffers in host RAM, written in place by every program",
+            "Programs (one cache, one set of weights):",
+            f"  decode ({self.batch_size} x 1 token): {_predicted(decode)} per token, on {_devices(decode)}",
+        ]
+        for length in self.prompt_lengths:
+            program, shape = self._programs[length], f"{self.batch_size} x {length} tokens"
+            lines.append(f"  prefill ({shape}): {_predicted(program)} per chunk, on {_devices(program)}")
+        lines.append(
+            "Prompts are left-padded to the batch's longest and prefilled in chunks of these lengths, longest first."
+        )
+        return "\n".join(lines)
+
+    def close(self) -> None:
+        """Releases every program's memory; later calls raise ModuleClosedError."""
+        for program in self._programs.values():
+            program.close()
+
+
+def _predicted(program: CompiledModule) -> str:
+    seconds = program.predicted_s
+    return f"predicted {seconds * 1e3:.3f} ms" if seconds is not None else "not simulated"
+
+
+def _devices(program: CompiledModule) -> str:
+    return ", ".join(sorted(set(program.region_devices)))
+
+
+def _token_ids(name: str, value: object) -> list[int]:
+    values = [] if value is None else [value] if isinstance(value, int) else value
+    if not isinstance(values, (list, tuple)) or not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+        raise InvalidArgumentError(f"generate: {name}: expected a token id (an int) or a list of them, got {value!r}")
+    return list(values)
+
+
+def _seed(seed: object) -> int:
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise InvalidArgumentError(f"generate: seed: expected an int, got {seed!r}")
+    return seed
+
+
+class _Told:
+    """Tells a streamer of the prompt, each step's tokens and the end."""
+
+    def __init__(self, put: Callable | None = None, end: Callable | None = None, call: Callable | None = None):
+        self._put, self._end, self._call = put, end, call
+
+    def begin(self, prompts: torch.Tensor) -> None:
+        if self._put is not None:
+            self._put(prompts)
+
+    def tokens(self, tokens: torch.Tensor) -> None:
+        if self._put is not None:
+            self._put(tokens)
+        elif self._call is not None:
+            self._call(tokens)
+
+    def end(self) -> None:
+        if self._end is not None:
+            self._end()
+
+
+def _streamer(streamer: object) -> _Told:
+    if streamer is None:
+        return _Told()
+    if callable(getattr(streamer, "put", None)) and callable(getattr(streamer, "end", None)):
+        return _Told(put=streamer.put, end=streamer.end)
+    if callable(streamer):
+        return _Told(call=streamer)
+    raise InvalidArgumentError(
+        f"generate: streamer: expected a callable or an object with put() and end(), got {type(streamer).__name__}"
+    )

@@ -1,0 +1,140 @@
+"""tt.compile_for_generation (issue 43): the tokens Hugging Face's generate gives, from a
+decode program and prefill programs sharing one KV cache, for GPT-2, Llama and Qwen3."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import tensortorrent as tt
+from tensortorrent.planning.fit import weight_bytes
+from tiny_transformers import VOCAB, built
+
+MAX_LENGTH, BATCH = 24, 3
+PROMPTS = [[5, 6, 7, 8, 9], [11, 12], [20, 21, 22, 23, 24, 25, 26]]  # 7 tokens: chunks of 4, 2 and 1
+STOP = VOCAB - 1  # an end token the tests choose
+
+
+def left_padded(prompts: list[list[int]], pad: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    length = max(len(p) for p in prompts)
+    ids = torch.full((len(prompts), length), pad, dtype=torch.long)
+    mask = torch.zeros((len(prompts), length), dtype=torch.long)
+    for row, prompt in enumerate(prompts):
+        ids[row, length - len(prompt) :] = torch.tensor(prompt)
+        mask[row, length - len(prompt) :] = 1
+    return ids, mask
+
+
+def hugging_face(model, ids, mask, seed: int | None = None, **settings) -> torch.Tensor:
+    if seed is not None:
+        torch.manual_seed(seed)
+    # top_k=0: no top-k cut unless asked (Hugging Face's default is 50).
+    settings = {"top_k": 0, "eos_token_id": STOP, "pad_token_id": 0, **settings}
+    with torch.no_grad():
+        return model.generate(ids, attention_mask=mask, **settings)
+
+
+@pytest.fixture(scope="module", params=["gpt2", "llama", "qwen3"])
+def compiled(request):
+    torch.manual_seed(0)
+    model = built(request.param)
+    generative = tt.compile_for_generation(
+        model, max_length=MAX_LENGTH, batch_size=BATCH, prompt_buckets=[2, 4], devices="cpu"
+    )
+    yield model, generative
+    generative.close()
+
+
+def test_greedy_tokens_equal_hugging_faces_for_one_prompt_and_a_padded_batch(compiled):
+    model, generative = compiled
+    for prompts in (PROMPTS[:1], PROMPTS):
+        ids, mask = left_padded(prompts)
+        ours = generative.generate(ids, mask, max_new_tokens=10, eos_token_id=STOP, pad_token_id=0)
+        torch.testing.assert_close(ours, hugging_face(model, ids, mask, max_new_tokens=10), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [dict(temperature=0.7), dict(top_k=5), dict(top_p=0.8, temperature=1.3), dict(repetition_penalty=1.5, top_k=20)],
+)
+def test_sampled_tokens_with_a_seed_equal_hugging_faces_after_manual_seed(compiled, settings):
+    model, generative = compiled
+    ids, mask = left_padded(PROMPTS)
+    ours = generative.generate(
+        ids, mask, max_new_tokens=8, do_sample=True, seed=7, eos_token_id=STOP, pad_token_id=0, **settings
+    )
+    theirs = hugging_face(model, ids, mask, seed=7, do_sample=True, max_new_tokens=8, **settings)
+    torch.testing.assert_close(ours, theirs, rtol=0, atol=0)
+
+
+def test_a_row_that_ends_is_padded_and_generation_stops_when_every_row_has():
+    torch.manual_seed(0)
+    model = built("llama")
+    generative = tt.compile_for_generation(model, max_length=16, batch_size=2, prompt_buckets=[4], devices="cpu")
+    ids, mask = left_padded(PROMPTS[:2])
+    free = generative.generate(ids, mask, max_new_tokens=6)
+    stop = int(free[0, ids.shape[1] + 1])  # the first row's second new token ends it
+    ended = generative.generate(ids, mask, max_new_tokens=6, eos_token_id=stop, pad_token_id=0)
+    torch.testing.assert_close(ended, hugging_face(model, ids, mask, max_new_tokens=6, eos_token_id=stop))
+    assert int(ended[0, ids.shape[1] + 1]) == stop and (ended[0, ids.shape[1] + 2 :] == 0).all()
+    generative.close()
+
+
+def test_a_streamer_hears_every_step_and_explain_names_the_programs_and_the_cache(compiled):
+    _, generative = compiled
+    ids, mask = left_padded(PROMPTS[:2])
+    heard = []
+    out = generative.generate(ids, mask, max_new_tokens=5, streamer=heard.append)
+    assert torch.equal(torch.stack(heard, dim=1), out[:, ids.shape[1] :])
+    text = generative.explain()
+    assert "KV cache:" in text and "decode (3 x 1 token)" in text and "prefill (3 x 4 tokens)" in text
+    assert generative.prompt_lengths == [2, 4] and generative.max_length == MAX_LENGTH
+
+
+def test_bad_prompts_name_what_was_expected_and_what_was_given(compiled):
+    _, generative = compiled
+    ids, _ = left_padded(PROMPTS)
+    with pytest.raises(
+        tt.InvalidArgumentError, match=r"holds 4 prompt\(s\); this module was compiled for batch_size=3"
+    ):
+        generative.generate(torch.cat([ids, ids[:1]]), max_new_tokens=2)
+    with pytest.raises(tt.InvalidArgumentError, match=r"need 30 positions of the KV cache; .* max_length=24"):
+        generative.generate(ids, max_new_tokens=24)
+    with pytest.raises(tt.InvalidArgumentError, match=r"expected a 2-D torch.int64 tensor .* got a 2-D torch.int32"):
+        generative.generate(ids.int(), max_new_tokens=2)
+    with pytest.raises(tt.InvalidArgumentError, match="prompts padded on the left"):
+        generative.generate(ids, torch.flip(left_padded(PROMPTS)[1], [1]), max_new_tokens=2)
+    with pytest.raises(tt.InvalidArgumentError, match="top_p: expected a float in"):
+        generative.generate(ids, max_new_tokens=2, do_sample=True, top_p=1.5)
+
+
+def test_what_cannot_generate_is_refused_clearly():
+    with pytest.raises(tt.InvalidArgumentError, match="expected a Hugging Face causal LM"):
+        tt.compile_for_generation(torch.nn.Linear(4, 4), max_length=8)
+    with pytest.raises(tt.InvalidArgumentError, match="prompt_buckets: expected a list of prompt lengths from 2"):
+        tt.compile_for_generation(built("llama"), max_length=8, prompt_buckets=[16])
+    with pytest.raises(tt.InvalidArgumentError, match="max_length: expected an int >= 1, got 0"):
+        tt.compile_for_generation(built("llama"), max_length=0)
+
+
+def test_tokens_are_the_same_streamed_under_half_the_weights_and_split_with_a_small_device():
+    torch.manual_seed(0)
+    model = built("llama")
+    weights = weight_bytes(model)
+    ids, mask = left_padded(PROMPTS[:2])
+    expected = hugging_face(model, ids, mask, max_new_tokens=8)
+    small = tt.VirtualDevice("small", memory_bytes=weights // 3, flops=1e12, link_bandwidth=2e10)
+    placements = {
+        "streamed": dict(devices="cpu", config=tt.CompileConfig(ram_budget_bytes=weights // 2)),
+        "split": dict(devices=["cpu", "small"], machine=[small]),
+    }
+    for name, placement in placements.items():
+        generative = tt.compile_for_generation(model, max_length=16, batch_size=2, prompt_buckets=[4], **placement)
+        programs = generative.programs.values()
+        if name == "streamed":  # the weights stream from disk on every token; the cache stays in RAM
+            assert all(program.streams_weights for program in programs)
+        else:
+            assert all({"cpu", "small"} == set(program.region_devices) for program in programs)
+        out = generative.generate(ids, mask, max_new_tokens=8, eos_token_id=STOP, pad_token_id=0)
+        torch.testing.assert_close(out, expected, rtol=0, atol=0, msg=name)
+        generative.close()
