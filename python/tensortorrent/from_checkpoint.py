@@ -36,10 +36,10 @@ from .partition import layer_paths
 from .runtime import CompiledModule
 from .runtime.region_backends import EAGER
 from .source import Source
-from .storage.checkpoint import open_checkpoint
+from .storage.checkpoint import Checkpoint, open_checkpoint
 from .storage.checkpoint_weights import weights_in_checkpoint
 from .storage.name_matching import describe_files
-from .target import resolve_target
+from .target import Target, resolve_target
 
 
 def exported_source(model: object, checkpoint: object) -> torch.export.ExportedProgram | None:
@@ -78,6 +78,19 @@ def compile_from_checkpoint(
     used) with its weights in `checkpoint` (see the module's docstring), on `devices` (and
     the virtual devices `machine` declares), as tt.compile takes them."""
     target = resolve_target(devices, machine, config)
+    return compile_checkpoint_on_target(model, args, kwargs, config, checkpoint, target)
+
+
+def compile_checkpoint_on_target(
+    model: nn.Module | torch.export.ExportedProgram,
+    args: tuple,
+    kwargs: dict,
+    config: CompileConfig,
+    checkpoint: object,
+    target: Target,
+) -> CompiledModule:
+    """compile_from_checkpoint for a resolved `target` (several programs of one model, as
+    generation compiles, share one); `checkpoint` as tt.compile takes it, or opened already."""
     if config.validate_numerics:
         raise UnsupportedFeatureError(
             "validate_numerics=True",
@@ -87,7 +100,7 @@ def compile_from_checkpoint(
     model_name = type(model).__qualname__
     with CompileProgress(["checkpoint", "export", *STAGES]) as progress:
         with progress.stage("checkpoint"):
-            files = open_checkpoint(checkpoint)
+            files = checkpoint if isinstance(checkpoint, Checkpoint) else open_checkpoint(checkpoint)
         with progress.stage("export"):
             if isinstance(model, torch.export.ExportedProgram):
                 exported, constants = exported_weightless(model, files)

@@ -3,12 +3,16 @@ decode program and prefill programs sharing one KV cache, for GPT-2, Llama and Q
 
 from __future__ import annotations
 
+import time
+
 import pytest
 import torch
+from e2e.test_peaks import simulated_peaks
 
 import tensortorrent as tt
+from tensortorrent import core
 from tensortorrent.planning.fit import weight_bytes
-from tiny_transformers import VOCAB, built
+from tiny_transformers import VOCAB, built, meta_model, saved_model
 
 MAX_LENGTH, BATCH = 24, 3
 PROMPTS = [[5, 6, 7, 8, 9], [11, 12], [20, 21, 22, 23, 24, 25, 26]]  # 7 tokens: chunks of 4, 2 and 1
@@ -138,3 +142,62 @@ def test_tokens_are_the_same_streamed_under_half_the_weights_and_split_with_a_sm
         out = generative.generate(ids, mask, max_new_tokens=8, eos_token_id=STOP, pad_token_id=0)
         torch.testing.assert_close(out, expected, rtol=0, atol=0, msg=name)
         generative.close()
+
+
+def test_a_cancelled_generation_stops_between_tokens_and_leaves_nothing_held(compiled):
+    _, generative = compiled
+    ids, mask = left_padded(PROMPTS)
+    expected = generative.generate(ids, mask, max_new_tokens=6)
+    heard, handles = [], []
+
+    def listen(tokens):
+        heard.append(tokens)
+        if len(heard) == 2:
+            while not handles:  # submit() has not returned yet on the test's thread
+                time.sleep(0.001)
+            handles[0].cancel()
+
+    handle = generative.submit(ids, mask, max_new_tokens=6, streamer=listen)
+    handles.append(handle)
+    with pytest.raises(tt.ExecutionCancelled, match="cancelled after 2 new token"):
+        handle.result(timeout=60)
+    assert handle.done() and len(heard) == 2
+    # Nothing stays held: no program call in flight, the module free, the next generation whole.
+    assert all(not program._in_flight for program in generative.programs.values())
+    assert not generative._lock.locked()
+    assert torch.equal(generative.submit(ids, mask, max_new_tokens=6).result(timeout=60), expected)
+    with pytest.raises(tt.InvalidArgumentError, match=r"unexpected argument\(s\) \['temprature'\]"):
+        generative.submit(ids, max_new_tokens=2, temprature=0.5)
+
+
+def test_a_meta_model_generates_from_a_sharded_checkpoint_read_in_place(tmp_path):
+    model = saved_model("qwen3", tmp_path, sharded=True)
+    ids, mask = left_padded(PROMPTS[:2])
+    generative = tt.compile_for_generation(
+        meta_model("qwen3"), max_length=16, batch_size=2, prompt_buckets=[4], checkpoint=tmp_path, devices="cpu"
+    )
+    assert all(program.streams_weights for program in generative.programs.values())
+    out = generative.generate(ids, mask, max_new_tokens=8, eos_token_id=STOP, pad_token_id=0)
+    torch.testing.assert_close(out, hugging_face(model, ids, mask, max_new_tokens=8), rtol=0, atol=0)
+    generative.close()
+
+
+def test_the_cache_is_counted_in_ram_and_a_decode_steps_peaks_equal_the_simulation():
+    torch.manual_seed(0)
+    model = built("llama")
+    config = tt.CompileConfig(max_region_nodes=8)  # several regions: the decode program runs on the data plane
+    generative = tt.compile_for_generation(
+        model, max_length=16, batch_size=2, prompt_buckets=[4], config=config, devices="cpu"
+    )
+    decode = generative.programs[1]
+    assert not decode.uses_direct_path
+    layers, rows, kv_heads, head_dim, float32 = 2, 2, 2, 16, 4
+    assert generative.kv_cache_bytes == 2 * layers * rows * kv_heads * 16 * head_dim * float32
+    # The cache's buffers are bound tensors of every program, resident in RAM beside the weights.
+    program = decode._plane.plan.program
+    resident = sum(b.bytes for b in program.buffers if b.tier == 0 and b.lifetime == core.BufferLifetime.Resident)
+    assert resident >= weight_bytes(model) + generative.kv_cache_bytes
+    ids, mask = left_padded(PROMPTS[:2])
+    generative.generate(ids, mask, max_new_tokens=4)
+    assert list(decode.last_peak_bytes.values()) == simulated_peaks(decode)
+    generative.close()

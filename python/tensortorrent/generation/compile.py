@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 import torch
@@ -9,8 +10,10 @@ from torch import nn
 
 from ..api import compile_on_target
 from ..config import CompileConfig
-from ..errors import InvalidArgumentError, UnsupportedFeatureError
+from ..errors import InvalidArgumentError
+from ..from_checkpoint import compile_checkpoint_on_target
 from ..hardware.virtual import VirtualDevice
+from ..storage.checkpoint import open_checkpoint
 from ..target import resolve_target
 from .cached_lm import FEATURE, CachedLM
 from .module import DECODE, GenerativeModule
@@ -32,23 +35,36 @@ def compile_for_generation(
     row) and a prefill program per prompt length in `prompt_buckets` (default: the powers
     of two from 2 up to `max_length`), all sharing the model's weights and one KV cache
     of `max_length` positions. `config`, `devices` and `machine` are tt.compile's, for
-    every program."""
+    every program; a RAM budget is shared by them all. With `checkpoint` (as tt.compile
+    takes it), the weights are read from there in place, and `model` may be on the meta
+    device."""
     _check_size("max_length", max_length)
     _check_size("batch_size", batch_size)
     lengths = _prompt_lengths(prompt_buckets, max_length)
-    if checkpoint is not None:
-        raise UnsupportedFeatureError(
-            FEATURE, "weights read in place from a checkpoint (checkpoint=)", "load the weights into the model"
-        )
     if config is not None and not isinstance(config, CompileConfig):
         raise InvalidArgumentError(f"{FEATURE}: config: expected a tt.CompileConfig, got {type(config).__name__}")
     config = config or CompileConfig()
     lm = CachedLM(model, batch_size, max_length).eval()
     target = resolve_target(devices, machine, config, FEATURE)
-    programs = {
-        length: compile_on_target(lm, _example(lm, length), {}, config, target) for length in (DECODE, *lengths)
-    }
+    each = _per_program(config, 1 + len(lengths))
+    # A checkpoint is opened once: every program's weights are read from its files in place.
+    files = open_checkpoint(checkpoint) if checkpoint is not None else None
+    programs = {}
+    for length in (DECODE, *lengths):
+        example = _example(lm, length)
+        if files is None:
+            programs[length] = compile_on_target(lm, example, {}, each, target)
+        else:
+            programs[length] = compile_checkpoint_on_target(lm, example, {}, each, files, target)
     return GenerativeModule(lm, programs, type(model).__qualname__)
+
+
+def _per_program(config: CompileConfig, count: int) -> CompileConfig:
+    """Each program's config: a RAM budget given is split evenly between the programs, as
+    each holds its own resident weights and working set (the budget holds for them all)."""
+    if config.ram_budget_bytes is None:
+        return config
+    return dataclasses.replace(config, ram_budget_bytes=config.ram_budget_bytes // count)
 
 
 def _example(lm: CachedLM, length: int) -> tuple:

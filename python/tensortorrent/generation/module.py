@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FuturesTimeout
+from dataclasses import dataclass
 
 import torch
 
-from ..errors import InvalidArgumentError
+from ..errors import ExecutionCancelled, InvalidArgumentError
 from ..runtime import CompiledModule
 from ..units import format_bytes
 from .cached_lm import CachedLM
@@ -43,6 +46,8 @@ class GenerativeModule:
         self._programs = programs  # tokens per call -> its compiled program; DECODE decodes
         self._model_name = model_name
         self._lock = threading.Lock()  # the programs share one cache: one generation at a time
+        self._pool: ThreadPoolExecutor | None = None  # runs submit()'s generations, made on first use
+        self._pool_lock = threading.Lock()
         settings = getattr(lm.model, "generation_config", None)
         self._model_eos = getattr(settings, "eos_token_id", None)
         self._model_pad = getattr(settings, "pad_token_id", None)
@@ -59,6 +64,11 @@ class GenerativeModule:
     def prompt_lengths(self) -> list[int]:
         """The prefill programs' lengths."""
         return sorted(length for length in self._programs if length != DECODE)
+
+    @property
+    def kv_cache_bytes(self) -> int:
+        """The bytes of the KV cache's keys and values, for every row and position."""
+        return self._lm.cache_bytes
 
     @property
     def programs(self) -> dict[int, CompiledModule]:
@@ -89,43 +99,84 @@ class GenerativeModule:
         global one). `streamer` is called with each step's new tokens (a tensor, one per
         row), or, where it has put() and end() (a transformers streamer), told as
         Hugging Face's generate tells it."""
-        sampling = Sampling(do_sample, temperature, top_k, top_p, repetition_penalty)
+        settings = dict(
+            do_sample=do_sample,
+            temperature=temperature,
+            top_k=top_k,
+            top_p=top_p,
+            repetition_penalty=repetition_penalty,
+            eos_token_id=eos_token_id,
+            pad_token_id=pad_token_id,
+            seed=seed,
+            streamer=streamer,
+        )
+        request = self._request(input_ids, attention_mask, max_new_tokens, settings)
+        return self._run(request, threading.Event())
+
+    def submit(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, **settings: object
+    ) -> GenerationHandle:
+        """generate() with the same arguments, on a thread of this module's; the handle
+        waits for its tokens or cancels it between two of them. Bad arguments raise here."""
+        unknown = sorted(set(settings) - {"max_new_tokens", *DEFAULTS})
+        if unknown:
+            raise InvalidArgumentError(f"submit: unexpected argument(s) {unknown}; generate() takes the same")
+        max_new_tokens = settings.pop("max_new_tokens", None)
+        request = self._request(input_ids, attention_mask, max_new_tokens, {**DEFAULTS, **settings})
+        cancelled = threading.Event()
+        with self._pool_lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tt-generate")
+            future = self._pool.submit(self._run, request, cancelled)
+        return GenerationHandle(future, cancelled)
+
+    def _request(self, input_ids, attention_mask, max_new_tokens, settings: dict) -> _Request:
+        """generate()'s arguments checked, with the model's end and padding tokens where unset."""
+        sampling = Sampling(*(settings[name] for name in SAMPLING))
         ids, mask = self._checked_prompts(input_ids, attention_mask, max_new_tokens)
         # Unset, the end and padding tokens are the model's (its generation config), as in Hugging Face's.
-        stops = _token_ids("eos_token_id", eos_token_id if eos_token_id is not None else self._model_eos)
-        pad = next(p for p in (pad_token_id, self._model_pad, *stops, 0) if p is not None)
+        eos, pad, seed = settings["eos_token_id"], settings["pad_token_id"], settings["seed"]
+        stops = _token_ids("eos_token_id", eos if eos is not None else self._model_eos)
+        pad = next(p for p in (pad, self._model_pad, *stops, 0) if p is not None)
         _token_ids("pad_token_id", pad)
-        tell = _streamer(streamer)
-        generator = torch.Generator().manual_seed(_seed(seed)) if seed is not None else None
-        with self._lock:
-            return self._generate(ids, mask, max_new_tokens, sampling, stops, pad, generator, tell)
+        seed = _seed(seed) if seed is not None else None
+        return _Request(ids, mask, max_new_tokens, sampling, stops, pad, seed, _streamer(settings["streamer"]))
 
-    def _generate(self, ids, mask, max_new_tokens, sampling, stops, pad, generator, tell) -> torch.Tensor:
+    def _run(self, request: _Request, cancelled: threading.Event) -> torch.Tensor:
+        with self._lock:
+            return self._generate(request, cancelled)
+
+    def _generate(self, request: _Request, cancelled: threading.Event) -> torch.Tensor:
+        ids, pad = request.ids, request.pad
         rows, length = ids.shape
+        generator = torch.Generator().manual_seed(request.seed) if request.seed is not None else None
         batch_ids = torch.full((self.batch_size, length), pad, dtype=torch.long)
         batch_ids[:rows] = ids
         batch_mask = torch.zeros((self.batch_size, length), dtype=torch.long)
-        batch_mask[:rows] = mask
+        batch_mask[:rows] = request.mask
         cache_mask = torch.zeros((self.batch_size, self.max_length), dtype=torch.long)
         cache_mask[:, :length] = batch_mask
         positions = (batch_mask.cumsum(-1) - 1).masked_fill(batch_mask == 0, 1)
         start = 0
         for size in prefill_chunks(length, self.prompt_lengths):
+            _check_cancelled(cancelled, 0)
             chunk = slice(start, start + size)
             logits = self._programs[size](batch_ids[:, chunk], cache_mask, positions[:, chunk], torch.tensor(start))
             start += size
+        tell = request.streamer
         tell.begin(ids)
         sequences, unfinished = ids, torch.ones(rows, dtype=torch.bool)
         position = positions[:, -1:] + 1
-        stop_ids = torch.tensor(stops, dtype=torch.long)
-        for step in range(max_new_tokens):
-            tokens = sampling.next_tokens(logits[:rows], sequences, generator)
+        stop_ids = torch.tensor(request.stops, dtype=torch.long)
+        for step in range(request.max_new_tokens):
+            tokens = request.sampling.next_tokens(logits[:rows], sequences, generator)
             tokens = torch.where(unfinished, tokens, torch.full_like(tokens, pad))
             sequences = torch.cat([sequences, tokens[:, None]], dim=1)
             tell.tokens(tokens)
             unfinished &= ~torch.isin(tokens, stop_ids)
-            if step == max_new_tokens - 1 or not unfinished.any():
+            if step == request.max_new_tokens - 1 or not unfinished.any():
                 break
+            _check_cancelled(cancelled, step + 1)
             cache_mask[:, start] = 1
             step_ids = torch.full((self.batch_size, 1), pad, dtype=torch.long)
             step_ids[:rows, 0] = tokens
@@ -173,7 +224,7 @@ class GenerativeModule:
         decode = self._programs[DECODE]
         lines = [
             f"Generation: {self._model_name}, batch_size {self.batch_size}, max_length {self.max_length}",
-            f"KV cache: {format_bytes(self._lm.cache_bytes)} ({len(self._lm.cache.layers)} layers of keys and "
+            f"KV cache: {format_bytes(self.kv_cache_bytes)} ({len(self._lm.cache.layers)} layers of keys and "
             "values), the module's buffers in host RAM, written in place by every program",
             "Programs (one cache, one set of weights):",
             f"  decode ({self.batch_size} x 1 token): {_predicted(decode)} per token, on {_devices(decode)}",
@@ -187,9 +238,70 @@ class GenerativeModule:
         return "\n".join(lines)
 
     def close(self) -> None:
-        """Releases every program's memory; later calls raise ModuleClosedError."""
+        """Releases every program's memory, once the generation running now ends (submitted
+        ones not started are cancelled); later calls raise ModuleClosedError."""
+        with self._pool_lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
         for program in self._programs.values():
             program.close()
+
+
+# generate()'s settings besides max_new_tokens, with their defaults (submit() takes them by name).
+DEFAULTS = {
+    "do_sample": False,
+    "temperature": 1.0,
+    "top_k": None,
+    "top_p": None,
+    "repetition_penalty": None,
+    "eos_token_id": None,
+    "pad_token_id": None,
+    "seed": None,
+    "streamer": None,
+}
+SAMPLING = ("do_sample", "temperature", "top_k", "top_p", "repetition_penalty")  # Sampling's fields, in order
+
+
+@dataclass(frozen=True)
+class _Request:
+    """One generation's arguments, checked."""
+
+    ids: torch.Tensor
+    mask: torch.Tensor
+    max_new_tokens: int
+    sampling: Sampling
+    stops: list[int]
+    pad: int
+    seed: int | None
+    streamer: _Told
+
+
+class GenerationHandle:
+    """A generation started by GenerativeModule.submit. Thread-safe."""
+
+    def __init__(self, future: Future, cancelled: threading.Event) -> None:
+        self._future, self._cancelled = future, cancelled
+
+    def result(self, timeout: float | None = None) -> torch.Tensor:
+        """The token ids, waiting up to `timeout` seconds (None: as long as it takes).
+        Raises what generating raised (ExecutionCancelled after cancel()), or TimeoutError."""
+        try:
+            return self._future.result(timeout)
+        except FuturesTimeout as error:
+            raise TimeoutError(f"the generation did not finish within {timeout} s; it goes on") from error
+
+    def cancel(self) -> None:
+        """Stops the generation before its next program call; nothing it used stays held."""
+        self._cancelled.set()
+
+    def done(self) -> bool:
+        return self._future.done()
+
+
+def _check_cancelled(cancelled: threading.Event, tokens: int) -> None:
+    if cancelled.is_set():
+        raise ExecutionCancelled(f"the generation was cancelled after {tokens} new token(s)")
 
 
 def _predicted(program: CompiledModule) -> str:
