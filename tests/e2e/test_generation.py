@@ -7,12 +7,13 @@ import time
 
 import pytest
 import torch
+import transformers
 from e2e.test_peaks import simulated_peaks
 
 import tensortorrent as tt
 from tensortorrent import core
 from tensortorrent.planning.fit import weight_bytes
-from tiny_transformers import VOCAB, built, meta_model, saved_model
+from tiny_transformers import DECODER, VOCAB, built, meta_model, saved_model
 
 MAX_LENGTH, BATCH = 24, 3
 PROMPTS = [[5, 6, 7, 8, 9], [11, 12], [20, 21, 22, 23, 24, 25, 26]]  # 7 tokens: chunks of 4, 2 and 1
@@ -200,4 +201,23 @@ def test_the_cache_is_counted_in_ram_and_a_decode_steps_peaks_equal_the_simulati
     ids, mask = left_padded(PROMPTS[:2])
     generative.generate(ids, mask, max_new_tokens=4)
     assert list(decode.last_peak_bytes.values()) == simulated_peaks(decode)
+    generative.close()
+
+
+MOE = dict(head_dim=16, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32)
+MORE_DECODERS = {
+    "mistral": lambda: transformers.MistralForCausalLM(transformers.MistralConfig(**DECODER)),
+    "phi3": lambda: transformers.Phi3ForCausalLM(transformers.Phi3Config(**DECODER, pad_token_id=0)),
+    "qwen3_moe": lambda: transformers.Qwen3MoeForCausalLM(transformers.Qwen3MoeConfig(**DECODER, **MOE)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MORE_DECODERS))
+def test_mistral_phi3_and_a_mixture_of_experts_generate_hugging_faces_tokens(name):
+    torch.manual_seed(0)
+    model = MORE_DECODERS[name]().eval()
+    generative = tt.compile_for_generation(model, max_length=16, batch_size=3, prompt_buckets=[4], devices="cpu")
+    ids, mask = left_padded(PROMPTS)
+    out = generative.generate(ids, mask, max_new_tokens=6, eos_token_id=STOP, pad_token_id=0)
+    torch.testing.assert_close(out, hugging_face(model, ids, mask, max_new_tokens=6), rtol=0, atol=0)
     generative.close()
