@@ -216,3 +216,14 @@ def test_pipeline_benchmark_quick_run(tmp_path):
     assert results["pipeline"]["samples_per_s"] > 0 and results["single_process"]["samples_per_s"] > 0
     for stage in results["stages"]:
         assert stage["predicted_microbatch_s"] > 0 and stage["measured_microbatch_s"] > 0
+
+
+def test_generate_benchmark_quick_run(tmp_path):
+    results = run_quick("generate.py", tmp_path / "generate.json")
+    assert results["mode"] == "quick" and results["workload"]["new_tokens"] > 1
+    parts = {"in_ram": {"hugging_face", "tensortorrent"}, "under_budget": {"accelerate", "tensortorrent"}}
+    for part, systems in parts.items():
+        assert systems <= set(results[part])
+        for name in systems:
+            figures = results[part][name]
+            assert figures["prefill_tok_s"] > 0 and figures["decode_tok_s"] > 0 and len(figures["runs"]) == 2
