@@ -254,7 +254,20 @@ def compile_time(data: dict) -> None:
         fields(result, path, ratio_of_medians="number", description="str")
 
 
-SUITES = {"S1": s1, "S2": s2, "S3": s3, "compile_time": compile_time}
+def generate(data: dict) -> None:
+    workload = field(data, "workload", "object", "$")
+    fields(workload, "$.workload", weights_bytes="int", prompt_tokens="int", new_tokens="int", batch="int")
+    parts = {"in_ram": ("hugging_face", "tensortorrent"), "under_budget": ("accelerate", "tensortorrent")}
+    for part, systems in parts.items():
+        result = field(data, part, "object", "$")
+        for name in systems:
+            path = f"$.{part}.{name}"
+            figures = field(result, name, "object", f"$.{part}")
+            fields(figures, path, prefill_tok_s="number", decode_tok_s="number", ttft_s="number", total_s="number")
+            items(field(figures, "runs", "list", path), "object", f"{path}.runs")
+
+
+SUITES = {"S1": s1, "S2": s2, "S3": s3, "compile_time": compile_time, "generate": generate}
 # The older benchmarks name themselves by "benchmark" only; S1 also writes "suite".
 BENCHMARK_SUITES = {"s1_fit": "S1", "streaming": "S2", "planner": "S3"}
 
@@ -264,13 +277,13 @@ def suite_of(data: dict) -> str:
     suite = data.get("suite") or BENCHMARK_SUITES.get(data.get("benchmark"))
     if suite not in SUITES:
         raise ValueError(
-            f"$.benchmark: not a results file of suite S1, S2, S3 or compile_time: {data.get('benchmark')!r}"
+            f"$.benchmark: not a results file of suite S1, S2, S3, compile_time or generate: {data.get('benchmark')!r}"
         )
     return suite
 
 
 def validate(data: dict) -> None:
-    """Raises ValueError naming the JSON path of the first problem in a results file of S1, S2, S3 or compile_time."""
+    """Raises ValueError naming the JSON path of the first problem in a results file of a suite in SUITES."""
     if not isinstance(data, dict):
         raise ValueError("$: expected object")
     suite = suite_of(data)

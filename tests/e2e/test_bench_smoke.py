@@ -218,8 +218,16 @@ def test_pipeline_benchmark_quick_run(tmp_path):
         assert stage["predicted_microbatch_s"] > 0 and stage["measured_microbatch_s"] > 0
 
 
-def test_generate_benchmark_quick_run(tmp_path):
+def test_generate_benchmark_quick_run_and_its_table(tmp_path):
     results = run_quick("generate.py", tmp_path / "generate.json")
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        import results_schema
+        import tables_generate
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    results_schema.validate(results)
+    assert "| weights in RAM | TensorTorrent |" in tables_generate.render(results)
     assert results["mode"] == "quick" and results["workload"]["new_tokens"] > 1
     parts = {"in_ram": {"hugging_face", "tensortorrent"}, "under_budget": {"accelerate", "tensortorrent"}}
     for part, systems in parts.items():
