@@ -120,6 +120,8 @@ def test_what_cannot_generate_is_refused_clearly():
         tt.compile_for_generation(built("llama"), max_length=8, prompt_buckets=[16])
     with pytest.raises(tt.InvalidArgumentError, match="max_length: expected an int >= 1, got 0"):
         tt.compile_for_generation(built("llama"), max_length=0)
+    with pytest.raises(tt.InvalidArgumentError, match="max_length=40 exceeds the model's max_position_embeddings=32"):
+        tt.compile_for_generation(built("gpt2"), max_length=40)
 
 
 def test_tokens_are_the_same_streamed_under_half_the_weights_and_split_with_a_small_device():
@@ -138,6 +140,7 @@ def test_tokens_are_the_same_streamed_under_half_the_weights_and_split_with_a_sm
         programs = generative.programs.values()
         if name == "streamed":  # the weights stream from disk on every token; the cache stays in RAM
             assert all(program.streams_weights for program in programs)
+            assert f"split evenly: {weights // 2 // 2 / 1024:.1f} KiB per program" in generative.explain()
         else:
             assert all({"cpu", "small"} == set(program.region_devices) for program in programs)
         out = generative.generate(ids, mask, max_new_tokens=8, eos_token_id=STOP, pad_token_id=0)

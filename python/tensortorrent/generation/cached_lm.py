@@ -47,6 +47,11 @@ class CachedLM(nn.Module):
                 f"max_length={max_length} beyond the model's sliding attention window of {window} tokens",
                 f"pass max_length <= {window}",
             )
+        positions = getattr(config, "max_position_embeddings", None)
+        if positions is not None and max_length > positions:
+            raise InvalidArgumentError(
+                f"{FEATURE}: max_length={max_length} exceeds the model's max_position_embeddings={positions}"
+            )
         self.cache = static_cache(config=config, max_cache_len=max_length)
         heads, head_dim = _head_shapes(config)
         dtype = next(model.parameters()).dtype

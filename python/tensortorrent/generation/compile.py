@@ -56,7 +56,7 @@ def compile_for_generation(
             programs[length] = compile_on_target(lm, example, {}, each, target)
         else:
             programs[length] = compile_checkpoint_on_target(lm, example, {}, each, files, target)
-    return GenerativeModule(lm, programs, type(model).__qualname__)
+    return GenerativeModule(lm, programs, type(model).__qualname__, config.ram_budget_bytes)
 
 
 def _per_program(config: CompileConfig, count: int) -> CompileConfig:

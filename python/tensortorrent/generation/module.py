@@ -41,8 +41,12 @@ def prefill_chunks(length: int, lengths: Sequence[int]) -> list[int]:
 class GenerativeModule:
     """Generates tokens with a causal LM compiled by tt.compile_for_generation."""
 
-    def __init__(self, lm: CachedLM, programs: dict[int, CompiledModule], model_name: str) -> None:
+    def __init__(
+        self, lm: CachedLM, programs: dict[int, CompiledModule], model_name: str, ram_budget_bytes: int | None = None
+    ) -> None:
+        """`ram_budget_bytes`: the RAM budget the programs share, where one was given."""
         self._lm = lm
+        self._ram_budget_bytes = ram_budget_bytes
         self._programs = programs  # tokens per call -> its compiled program; DECODE decodes
         self._model_name = model_name
         self._lock = threading.Lock()  # the programs share one cache: one generation at a time
@@ -235,6 +239,12 @@ class GenerativeModule:
         lines.append(
             "Prompts are left-padded to the batch's longest and prefilled in chunks of these lengths, longest first."
         )
+        if self._ram_budget_bytes is not None:
+            share = format_bytes(self._ram_budget_bytes // len(self._programs))
+            lines.append(
+                f"RAM budget {format_bytes(self._ram_budget_bytes)}, split evenly: {share} per program "
+                "(each holds its own resident weights)"
+            )
         return "\n".join(lines)
 
     def close(self) -> None:
