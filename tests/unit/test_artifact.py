@@ -96,7 +96,7 @@ def test_replay_does_not_plan(tmp_path, monkeypatch):
 def test_other_hardware_re_plans_and_says_so(tmp_path, monkeypatch):
     model, x = TwoBranchResidual(), torch.randn(4, 16)
     tt.compile(model, example_inputs=(x,), config=SPLIT).save(tmp_path / "a")
-    monkeypatch.setattr("tensortorrent.load.hardware_fingerprint", lambda: {"digest": "another-machine"})
+    monkeypatch.setattr("tensortorrent.load.program.hardware_fingerprint", lambda: {"digest": "another-machine"})
     loaded = tt.load_compiled(tmp_path / "a")
     assert "re-planned (saved on hardware fingerprint" in loaded.explain()
     assert "this machine is another-machine" in loaded.explain()

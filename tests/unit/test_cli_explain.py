@@ -54,7 +54,7 @@ def test_a_plan_on_devices_names_them_and_would_be_planned_again(tmp_path, capsy
 def test_another_machine_would_re_plan_as_load_does(artifact, capsys, monkeypatch):
     other = lambda: {"digest": "another-machine"}  # noqa: E731
     monkeypatch.setattr("tensortorrent.cli.explain.hardware_fingerprint", other)
-    monkeypatch.setattr("tensortorrent.load.hardware_fingerprint", other)
+    monkeypatch.setattr("tensortorrent.load.program.hardware_fingerprint", other)
     assert main(["explain", str(artifact), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["on_this_machine"]["action"] == "re-plan"
     assert main(["explain", str(artifact)]) == 0

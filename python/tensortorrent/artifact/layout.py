@@ -9,6 +9,8 @@ from ..errors import ArtifactError
 
 FORMAT = "tensortorrent-artifact"
 FORMAT_VERSION = 1  # bump when a reader of the previous version could misread the files
+GENERATION_FORMAT = "tensortorrent-generation"  # a generative module: its programs beside one weights file
+GENERATION_FORMAT_VERSION = 1
 
 MANIFEST = "manifest.json"
 INTEGRITY = "integrity.json"
@@ -34,28 +36,29 @@ MANIFEST_FIELDS: dict[str, type | tuple[type, ...]] = {
 }
 
 
-def check_manifest(manifest: object) -> dict[str, Any]:
-    """The manifest, or ArtifactError naming the first missing or mistyped field."""
+def check_manifest(manifest: object, name: str = MANIFEST) -> dict[str, Any]:
+    """The manifest (read from file `name`), or ArtifactError naming the first missing or
+    mistyped field."""
     if not isinstance(manifest, dict):
-        raise ArtifactError(f"{MANIFEST}: expected a JSON object, got {type(manifest).__name__}")
+        raise ArtifactError(f"{name}: expected a JSON object, got {type(manifest).__name__}")
     if manifest.get("format") != FORMAT:
-        raise ArtifactError(f"{MANIFEST}: expected format {FORMAT!r}, got {manifest.get('format')!r}")
+        raise ArtifactError(f"{name}: expected format {FORMAT!r}, got {manifest.get('format')!r}")
     version = manifest.get("format_version")
     if isinstance(version, int) and not isinstance(version, bool) and version > FORMAT_VERSION:
         raise ArtifactError(
-            f"{MANIFEST}: artifact format version {version} needs a newer tensortorrent "
+            f"{name}: artifact format version {version} needs a newer tensortorrent "
             f"(this one reads versions up to {FORMAT_VERSION})"
         )
     for field, expected in MANIFEST_FIELDS.items():
         if field not in manifest:
-            raise ArtifactError(f"{MANIFEST}: missing field {field!r}")
+            raise ArtifactError(f"{name}: missing field {field!r}")
         value = manifest[field]
         if not isinstance(value, expected) or isinstance(value, bool):  # no field is a bool
             raise ArtifactError(
-                f"{MANIFEST}: field {field!r} has type {type(value).__name__}, expected {_type_names(expected)}"
+                f"{name}: field {field!r} has type {type(value).__name__}, expected {_type_names(expected)}"
             )
     for role in ("program", "weights"):
-        check_file_name(manifest["files"].get(role), f"{MANIFEST} files[{role!r}]")
+        check_file_name(manifest["files"].get(role), f"{name} files[{role!r}]")
     return manifest
 
 

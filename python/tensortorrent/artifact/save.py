@@ -28,37 +28,53 @@ def save_compiled(parts: ArtifactParts, path: str | os.PathLike, weights: str = 
     """Writes a compiled module's parts (compiled.artifact_parts()) as an artifact directory
     at `path`, atomically; returns the path. `weights`: "copy" writes them into the
     artifact; "reference" records the files they are read from instead (weight_references.py)."""
-    if not isinstance(path, (str, os.PathLike)):
-        raise InvalidArgumentError(f"save: path: expected a str or os.PathLike, got {type(path).__name__}")
-    if weights not in ("copy", "reference"):
-        raise InvalidArgumentError(f"save: weights: expected 'copy' or 'reference', got {weights!r}")
+    by_reference = check_save_arguments(parts, path, weights)
     on_disk = parts.weights_on_disk
-    by_reference = weights == "reference"
-    if by_reference and on_disk is None:
-        raise InvalidArgumentError(
-            "save: weights='reference' needs weights read from files (a module compiled from a checkpoint, "
-            "or loaded with a RAM budget); this module's weights are in memory: save them with weights='copy'"
-        )
-    program = parts.program
-    signature = parts.signature.to_json()  # fails early on inputs an artifact cannot hold
-    pt2 = program_bytes(program.exported)
+    parts.signature.to_json()  # fails early, before any file is written, on inputs an artifact cannot hold
 
     def write(directory: str) -> None:
-        with open(os.path.join(directory, PROGRAM), "wb") as handle:
-            handle.write(pt2)
         # Weights left on disk (a checkpoint's, a loaded artifact's) are copied a tensor at a time.
-        entries = save_weights(program.bound, os.path.join(directory, WEIGHTS), on_disk, by_reference)
-        manifest = _manifest(parts, signature, entries)
-        if by_reference:
-            manifest["weight_files"] = reference_files(on_disk)
-        with open(os.path.join(directory, MANIFEST), "w", encoding="utf-8") as handle:
-            json.dump(manifest, handle, indent=2)
+        entries = save_weights(parts.program.bound, os.path.join(directory, WEIGHTS), on_disk, by_reference)
+        write_program(parts, directory, entries, reference_files(on_disk) if by_reference else None)
         write_integrity(directory, [MANIFEST, PROGRAM, WEIGHTS])
 
     return publish_directory(os.fspath(path), write)
 
 
-def _manifest(parts: ArtifactParts, signature: dict, weights: list[dict]) -> dict[str, Any]:
+def check_save_arguments(parts: ArtifactParts, path: object, weights: object) -> bool:
+    """Whether the weights are saved by reference; InvalidArgumentError on a bad argument."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise InvalidArgumentError(f"save: path: expected a str or os.PathLike, got {type(path).__name__}")
+    if weights not in ("copy", "reference"):
+        raise InvalidArgumentError(f"save: weights: expected 'copy' or 'reference', got {weights!r}")
+    if weights == "reference" and parts.weights_on_disk is None:
+        raise InvalidArgumentError(
+            "save: weights='reference' needs weights read from files (a module compiled from a checkpoint, "
+            "or loaded with a RAM budget); this module's weights are in memory: save them with weights='copy'"
+        )
+    return weights == "reference"
+
+
+def write_program(
+    parts: ArtifactParts,
+    directory: str,
+    weights: list[dict],
+    weight_files: list[dict] | None,
+    manifest_name: str = MANIFEST,
+    program_name: str = PROGRAM,
+) -> None:
+    """Writes one program's archive and its manifest, whose weights table (`weights`, as
+    save_weights returned it) names tensors of the directory's weights file."""
+    with open(os.path.join(directory, program_name), "wb") as handle:
+        handle.write(program_bytes(parts.program.exported))
+    manifest = _manifest(parts, parts.signature.to_json(), weights, program_name)
+    if weight_files is not None:
+        manifest["weight_files"] = weight_files
+    with open(os.path.join(directory, manifest_name), "w", encoding="utf-8") as handle:
+        json.dump(manifest, handle, indent=2)
+
+
+def _manifest(parts: ArtifactParts, signature: dict, weights: list[dict], program_name: str) -> dict[str, Any]:
     decisions, schedule = plan_to_json(parts.plan)
     return {
         "format": FORMAT,
@@ -69,7 +85,7 @@ def _manifest(parts: ArtifactParts, signature: dict, weights: list[dict]) -> dic
         "model_name": parts.model_name,
         "config": parts.config.as_dict(),
         "signature": signature,
-        "files": {"program": PROGRAM, "weights": WEIGHTS},
+        "files": {"program": program_name, "weights": WEIGHTS},
         "weights": weights,
         "regions": [
             {

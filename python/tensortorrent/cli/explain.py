@@ -15,7 +15,8 @@ from ..artifact.integrity import list_files, read_file, read_integrity
 from ..artifact.layout import MANIFEST
 from ..errors import ArtifactError, TensorTorrentError
 from ..hardware import hardware_fingerprint
-from ..load import check_load_arguments, parse_manifest, replay_decision, saved_parts
+from ..load.compiled import check_load_arguments, parse_manifest
+from ..load.program import replay_decision, saved_parts
 from ..observe.explain import explain_saved
 from ..planning import plan_from_json
 

@@ -17,6 +17,7 @@ from ..storage.checkpoint import open_checkpoint
 from ..target import resolve_target
 from .cached_lm import FEATURE, CachedLM
 from .module import DECODE, GenerativeModule
+from .spec import GenerationSpec
 
 
 def compile_for_generation(
@@ -46,7 +47,7 @@ def compile_for_generation(
     config = config or CompileConfig()
     lm = CachedLM(model, batch_size, max_length).eval()
     target = resolve_target(devices, machine, config, FEATURE)
-    each = _per_program(config, 1 + len(lengths))
+    each = per_program(config, 1 + len(lengths))
     # A checkpoint is opened once: every program's weights are read from its files in place.
     files = open_checkpoint(checkpoint) if checkpoint is not None else None
     programs = {}
@@ -56,10 +57,21 @@ def compile_for_generation(
             programs[length] = compile_on_target(lm, example, {}, each, target)
         else:
             programs[length] = compile_checkpoint_on_target(lm, example, {}, each, files, target)
-    return GenerativeModule(lm, programs, type(model).__qualname__, config.ram_budget_bytes)
+    settings = getattr(model, "generation_config", None)
+    spec = GenerationSpec(
+        model_name=type(model).__qualname__,
+        batch_size=batch_size,
+        max_length=max_length,
+        cache_layers=len(lm.cache.layers),
+        kv_cache_bytes=lm.cache_bytes,
+        eos_token_id=getattr(settings, "eos_token_id", None),
+        pad_token_id=getattr(settings, "pad_token_id", None),
+        ram_budget_bytes=config.ram_budget_bytes,
+    )
+    return GenerativeModule(spec, programs)
 
 
-def _per_program(config: CompileConfig, count: int) -> CompileConfig:
+def per_program(config: CompileConfig, count: int) -> CompileConfig:
     """Each program's config: a RAM budget given is split evenly between the programs, as
     each holds its own resident weights and working set (the budget holds for them all)."""
     if config.ram_budget_bytes is None:

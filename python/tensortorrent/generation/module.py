@@ -9,6 +9,7 @@ its real tokens only: a padded prompt gives the tokens an unpadded one does."""
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -17,13 +18,12 @@ from dataclasses import dataclass
 
 import torch
 
+from ..artifact.save_generation import DECODE, save_generation
 from ..errors import ExecutionCancelled, InvalidArgumentError
 from ..runtime import CompiledModule
 from ..units import format_bytes
-from .cached_lm import CachedLM
 from .sampling import Sampling
-
-DECODE = 1  # the decode program's length
+from .spec import GenerationSpec
 
 
 def prefill_chunks(length: int, lengths: Sequence[int]) -> list[int]:
@@ -41,28 +41,24 @@ def prefill_chunks(length: int, lengths: Sequence[int]) -> list[int]:
 class GenerativeModule:
     """Generates tokens with a causal LM compiled by tt.compile_for_generation."""
 
-    def __init__(
-        self, lm: CachedLM, programs: dict[int, CompiledModule], model_name: str, ram_budget_bytes: int | None = None
-    ) -> None:
-        """`ram_budget_bytes`: the RAM budget the programs share, where one was given."""
-        self._lm = lm
-        self._ram_budget_bytes = ram_budget_bytes
+    def __init__(self, spec: GenerationSpec, programs: dict[int, CompiledModule]) -> None:
+        self._spec = spec
         self._programs = programs  # tokens per call -> its compiled program; DECODE decodes
-        self._model_name = model_name
         self._lock = threading.Lock()  # the programs share one cache: one generation at a time
         self._pool: ThreadPoolExecutor | None = None  # runs submit()'s generations, made on first use
         self._pool_lock = threading.Lock()
-        settings = getattr(lm.model, "generation_config", None)
-        self._model_eos = getattr(settings, "eos_token_id", None)
-        self._model_pad = getattr(settings, "pad_token_id", None)
+
+    @property
+    def spec(self) -> GenerationSpec:
+        return self._spec
 
     @property
     def batch_size(self) -> int:
-        return self._lm.batch_size
+        return self._spec.batch_size
 
     @property
     def max_length(self) -> int:
-        return self._lm.max_length
+        return self._spec.max_length
 
     @property
     def prompt_lengths(self) -> list[int]:
@@ -72,11 +68,19 @@ class GenerativeModule:
     @property
     def kv_cache_bytes(self) -> int:
         """The bytes of the KV cache's keys and values, for every row and position."""
-        return self._lm.cache_bytes
+        return self._spec.kv_cache_bytes
 
     @property
     def programs(self) -> dict[int, CompiledModule]:
         return dict(self._programs)
+
+    def save(self, path: str | os.PathLike, weights: str = "copy", *, tokenizer: object = None) -> str:
+        """Writes every program of this module and its weights, once, as one artifact
+        directory that tt.load_compiled loads back; returns the path. `weights` as
+        CompiledModule.save takes it. `tokenizer` (a transformers tokenizer) is saved
+        beside the programs, for serving to encode and decode text with."""
+        parts = {length: program.artifact_parts() for length, program in self._programs.items()}
+        return save_generation(self._spec.to_json(), parts, path, weights, tokenizer)
 
     def generate(
         self,
@@ -140,8 +144,8 @@ class GenerativeModule:
         ids, mask = self._checked_prompts(input_ids, attention_mask, max_new_tokens)
         # Unset, the end and padding tokens are the model's (its generation config), as in Hugging Face's.
         eos, pad, seed = settings["eos_token_id"], settings["pad_token_id"], settings["seed"]
-        stops = _token_ids("eos_token_id", eos if eos is not None else self._model_eos)
-        pad = next(p for p in (pad, self._model_pad, *stops, 0) if p is not None)
+        stops = _token_ids("eos_token_id", eos if eos is not None else self._spec.eos_token_id)
+        pad = next(p for p in (pad, self._spec.pad_token_id, *stops, 0) if p is not None)
         _token_ids("pad_token_id", pad)
         seed = _seed(seed) if seed is not None else None
         return _Request(ids, mask, max_new_tokens, sampling, stops, pad, seed, _streamer(settings["streamer"]))
@@ -227,8 +231,8 @@ class GenerativeModule:
     def explain(self) -> str:
         decode = self._programs[DECODE]
         lines = [
-            f"Generation: {self._model_name}, batch_size {self.batch_size}, max_length {self.max_length}",
-            f"KV cache: {format_bytes(self.kv_cache_bytes)} ({len(self._lm.cache.layers)} layers of keys and "
+            f"Generation: {self._spec.model_name}, batch_size {self.batch_size}, max_length {self.max_length}",
+            f"KV cache: {format_bytes(self.kv_cache_bytes)} ({self._spec.cache_layers} layers of keys and "
             "values), the module's buffers in host RAM, written in place by every program",
             "Programs (one cache, one set of weights):",
             f"  decode ({self.batch_size} x 1 token): {_predicted(decode)} per token, on {_devices(decode)}",
@@ -239,10 +243,11 @@ class GenerativeModule:
         lines.append(
             "Prompts are left-padded to the batch's longest and prefilled in chunks of these lengths, longest first."
         )
-        if self._ram_budget_bytes is not None:
-            share = format_bytes(self._ram_budget_bytes // len(self._programs))
+        budget = self._spec.ram_budget_bytes
+        if budget is not None:
+            share = format_bytes(budget // len(self._programs))
             lines.append(
-                f"RAM budget {format_bytes(self._ram_budget_bytes)}, split evenly: {share} per program "
+                f"RAM budget {format_bytes(budget)}, split evenly: {share} per program "
                 "(each holds its own resident weights)"
             )
         return "\n".join(lines)

@@ -38,7 +38,7 @@ SAFETENSORS_DTYPES = {
     "U8": torch.uint8,
     "BOOL": torch.bool,
 }
-_DTYPE_NAMES = {dtype: name for name, dtype in SAFETENSORS_DTYPES.items()}
+DTYPE_NAMES = {dtype: name for name, dtype in SAFETENSORS_DTYPES.items()}
 
 
 def save_weights(
@@ -109,7 +109,7 @@ def reference_entry(place: WeightRange) -> dict[str, Any]:
         "file": place.file,
         "offset": place.offset,
         "nbytes": place.nbytes,
-        "dtype": _DTYPE_NAMES[place.dtype],
+        "dtype": DTYPE_NAMES[place.dtype],
         "shape": list(place.shape),
     }
 
@@ -151,9 +151,9 @@ def write_safetensors(
     permits, so that the data section is aligned.
     """
     for key, value in tensors.items():
-        if value.dtype not in _DTYPE_NAMES:
+        if value.dtype not in DTYPE_NAMES:
             raise UnsupportedError(
-                f"weights: tensor {key!r} has dtype {value.dtype}; artifacts store {', '.join(_DTYPE_NAMES.values())}"
+                f"weights: tensor {key!r} has dtype {value.dtype}; artifacts store {', '.join(DTYPE_NAMES.values())}"
             )
     order = sorted(tensors, key=lambda key: (_alignment_rank(_nbytes(tensors[key])), -_nbytes(tensors[key]), key))
     header: dict[str, Any] = {}
@@ -161,7 +161,7 @@ def write_safetensors(
     for key in order:
         value = tensors[key]
         header[key] = {
-            "dtype": _DTYPE_NAMES[value.dtype],
+            "dtype": DTYPE_NAMES[value.dtype],
             "shape": list(value.shape),
             "data_offsets": [offset, offset + _nbytes(value)],
         }

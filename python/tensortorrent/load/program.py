@@ -1,111 +1,68 @@
-"""tt.load_compiled(dir): verify, open safely, then replay the saved plan or re-plan.
-The artifact package reads and checks the files; this module builds the module from them."""
+"""One program of an artifact loaded: its weights bound to the saved graph, then its saved
+plan replayed or the program planned again, on the one build path."""
 
 from __future__ import annotations
 
-import json
-import os
 from collections.abc import Sequence
 from typing import Any
 
 import torch
 from torch import nn
 
-from .artifact.devices import saved_devices
-from .artifact.integrity import list_files, read_file, read_integrity
-from .artifact.layout import MANIFEST, check_manifest
-from .artifact.program_archive import load_program
-from .artifact.weight_references import checked_files, referenced_range, referenced_weights
-from .build import STAGES, Saved, build, compiled_module
-from .capture import InputSignature, normalize
-from .capture.export import drop_dead_nodes, with_tensors
-from .config import CompileConfig
-from .errors import ArtifactError, InvalidArgumentError, TensorTorrentError, UnsupportedFeatureError
-from .hardware import hardware_fingerprint
-from .hardware.virtual import VirtualDevice, check_machine
-from .observe.progress import CompileProgress
-from .partition import regions_from_names
-from .planning import plan_from_json
-from .planning.fit import check_fits, weight_bytes
-from .planning.weights_on_disk import WeightsOnDisk
-from .runtime import CompiledModule
-from .runtime.region_backends import RegionChoice
-from .runtime.streamed_weights import meta_tensors, weights_file
-from .source import Source
-from .storage.safetensors_file import read_range, tensors_from_safetensors
-from .target import Target, resolve_target
+from ..artifact.devices import saved_devices
+from ..artifact.layout import MANIFEST
+from ..artifact.program_archive import load_program as load_program_archive
+from ..build import STAGES, Saved, build, compiled_module
+from ..capture import InputSignature, normalize
+from ..capture.export import drop_dead_nodes, with_tensors
+from ..config import CompileConfig
+from ..errors import ArtifactError, TensorTorrentError
+from ..hardware import hardware_fingerprint
+from ..hardware.virtual import VirtualDevice, check_machine
+from ..observe.progress import CompileProgress
+from ..partition import regions_from_names
+from ..planning import plan_from_json
+from ..planning.fit import check_fits, weight_bytes
+from ..runtime import CompiledModule
+from ..runtime.region_backends import RegionChoice
+from ..source import Source
+from ..target import Target, resolve_target
+from .files import ArtifactFiles
+from .weights import ArtifactWeights
 
 CALLER = "tt.load_compiled"
 
 
-def load_compiled(
-    path: str | os.PathLike,
-    config: CompileConfig | None = None,
-    verify_integrity: bool = True,
-    *,
-    devices: str | list[str] | None = None,
-    machine: VirtualDevice | Sequence[VirtualDevice] | None = None,
+def load_program(
+    files: ArtifactFiles,
+    manifest: dict[str, Any],
+    config: CompileConfig | None,
+    target: Target,
+    weights: ArtifactWeights,
+    where: str | None = None,
 ) -> CompiledModule:
-    """Loads an artifact written by CompiledModule.save.
-
-    `devices` names where regions may compute, as tt.compile's does; by default, the
-    devices the artifact was compiled for that this machine has (its virtual devices
-    declared again from the manifest; `machine` declares others, or replaces them).
-    A CPU plan on the machine it was planned for (same hardware fingerprint), with the same
-    config, replays the saved regions, plan and schedule as they are; otherwise the program
-    is partitioned and planned again for these devices (a plan with devices is timed on
-    inputs of the compiled shapes), and explain() says so. Nothing is unpickled: weights
-    come from safetensors, and the program archive is opened only after its digest and
-    contents are checked.
-    """
-    directory = check_load_arguments(path, config, verify_integrity)
-    present = list_files(directory)
-    records = read_integrity(directory, present) if verify_integrity else None
-
-    def read(name: str) -> memoryview:
-        if name not in present:
-            raise ArtifactError(f"{name}: missing")
-        return read_file(directory, name, records[name] if records is not None else None)
-
-    manifest = parse_manifest(read(MANIFEST))
+    """The program that `manifest` (checked) describes, its weights bound from `weights`.
+    A CPU plan on the machine it was planned for (same hardware fingerprint), with the
+    same config, replays the saved regions, plan and schedule as they are; otherwise the
+    program is partitioned and planned again for `target`, and explain() says so.
+    `where` names the program in explain() (default: the artifact directory)."""
+    where = where or files.directory
     saved_config, signature = saved_parts(manifest)
     config = config or saved_config
-    # A RAM budget given is a budget kept: the weights stay on disk and stream through the
-    # core; without one they are read whole, as views of the bytes read.
-    streaming = config.ram_budget_bytes is not None
-    target = target_here(manifest, devices, machine, config)
-    meta_program = load_program(read(manifest["files"]["program"]), manifest["files"]["program"])
-    weights_name = manifest["files"]["weights"]
-    referenced = "weight_files" in manifest  # saved with weights="reference"
-    if referenced:
-        # The artifact's own file holds only what the checkpoint lacks (computed buffers).
-        files = checked_files(manifest["weight_files"], verify_integrity)
-        tensors = tensors_from_safetensors(read(weights_name), weights_name)
-        tensors.update(_referenced_tensors(manifest["weights"], files, in_memory=not streaming))
-    elif streaming:
-        if weights_name not in present:
-            raise ArtifactError(f"{weights_name}: missing")
-        header, tensors = meta_tensors(os.path.join(directory, weights_name))
-    else:
-        tensors = tensors_from_safetensors(read(weights_name), weights_name)
-    model, state, constants = _bind_weights(manifest["weights"], tensors, meta_program)
+    program_name = manifest["files"]["program"]
+    meta_program = load_program_archive(files.read(program_name), program_name)
+    model, state, constants = _bind_weights(manifest["weights"], weights.tensors, meta_program)
     exported = with_tensors(meta_program, state_dict=state, constants=constants)
     drop_dead_nodes(exported.graph_module)
     program = normalize(exported)
-    weights = None  # where the weights stay on disk, when they stream
-    if streaming and referenced:
-        weights = referenced_weights(manifest["weights"], program, files)
-    elif streaming:
-        record = records[weights_name] if records is not None else None
-        weights = weights_file(os.path.join(directory, weights_name), header, manifest["weights"], program, record)
-    verify = weights is not None and not referenced and records is not None  # referenced: checked already
-    if weights is None:
+    on_disk = weights.on_disk(files, manifest["weights"], program)  # where the weights stay on disk
+    if on_disk is None:
         check_fits(weight_bytes(model), target.budgets)
     if target.machine.is_cpu_only:
-        saved, origin = _saved_plan(manifest, program, config == saved_config, directory)
+        saved, origin = _saved_plan(manifest, program, config == saved_config, where)
     else:
         planned_for = ", ".join(device.name for device in target.machine.devices)
-        saved, origin = None, f"loaded from {directory}: planned for {planned_for}"
+        saved, origin = None, f"loaded from {where}: planned for {planned_for}"
     args, kwargs = signature.stand_in()  # an artifact holds no example inputs
     source = Source(
         model,
@@ -116,29 +73,13 @@ def load_compiled(
         kwargs,
         stand_in_inputs=True,
         layers=saved_layers(manifest),
-        on_disk=weights,
-        values_in_ram=weights is None,
-        verify=verify,
+        on_disk=on_disk,
+        values_in_ram=on_disk is None,
+        verify=on_disk is not None and weights.verify(files),
         origin=origin + target.note(),
     )
     with CompileProgress(STAGES) as progress:
         return compiled_module(source, config, build(source, target, config, saved=saved, progress=progress))
-
-
-def _referenced_tensors(entries: list, files, in_memory: bool) -> dict[str, torch.Tensor]:
-    """The referenced tensors by key: read from their files (each read checked against its
-    CRC-32C), or meta tensors where they stream."""
-    tensors = {}
-    for entry in entries:
-        if isinstance(entry, dict) and "reference" in entry:
-            place = referenced_range(entry)
-            if place.file >= len(files):
-                raise ArtifactError(f"{MANIFEST}: {entry['key']!r} names weights file {place.file} of {len(files)}")
-            if in_memory:
-                tensors[entry["key"]] = read_range(WeightsOnDisk(files, {}), place, entry["key"])
-            else:
-                tensors[entry["key"]] = torch.empty(place.shape, dtype=place.dtype, device="meta")
-    return tensors
 
 
 def _saved_backends(manifest: dict, region_count: int) -> list[RegionChoice] | None:
@@ -162,35 +103,6 @@ def _saved_cpu_seconds(manifest: dict, region_count: int) -> list[float] | None:
     seconds = [cost.get("cpu_seconds") if isinstance(cost, dict) else None for cost in saved]
     valid = len(seconds) == region_count and all(isinstance(s, (int, float)) for s in seconds)
     return [float(s) for s in seconds] if valid else None
-
-
-def check_load_arguments(path: object, config: object, verify_integrity: object) -> str:
-    if not isinstance(path, (str, os.PathLike)):
-        raise InvalidArgumentError(f"load_compiled: path: expected a str or os.PathLike, got {type(path).__name__}")
-    if config is not None and not isinstance(config, CompileConfig):
-        raise InvalidArgumentError(f"load_compiled: config: expected a tt.CompileConfig, got {type(config).__name__}")
-    if config is not None and config.validate_numerics:
-        raise UnsupportedFeatureError(
-            "validate_numerics=True",
-            "tt.load_compiled (an artifact holds no model code to run eagerly)",
-            "check the numerics at tt.compile, or pass validate_numerics=False",
-        )
-    if not isinstance(verify_integrity, bool):
-        raise InvalidArgumentError(
-            f"load_compiled: verify_integrity: expected a bool, got {type(verify_integrity).__name__}"
-        )
-    directory = os.path.abspath(os.fspath(path))
-    if not os.path.isdir(directory):
-        raise ArtifactError(f"{directory}: no artifact directory there")
-    return directory
-
-
-def parse_manifest(raw: memoryview) -> dict[str, Any]:
-    try:
-        manifest = json.loads(bytes(raw))
-    except ValueError as error:
-        raise ArtifactError(f"{MANIFEST}: not valid JSON ({error})") from error
-    return check_manifest(manifest)
 
 
 def _bind_weights(entries: list, tensors: dict[str, torch.Tensor], meta: torch.export.ExportedProgram):
