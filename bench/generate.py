@@ -10,7 +10,11 @@ interleaved (one of each system per round, in a seeded random order), medians re
 - under a RAM budget of half the weights, the page cache of every file read dropped
   before each run: Accelerate (load_checkpoint_and_dispatch, device_map="auto",
   max_memory at the budget, the rest offloaded to a folder) against TensorTorrent
-  reading the checkpoint in place (a meta-device model, checkpoint=).
+  reading the checkpoint in place (a meta-device model, checkpoint=), and against the
+  bound: the bytes a decode step reads (its last call's report) over the best plain read
+  of the checkpoint measured in the same run (bench/streaming.py's plain_reads).
+- the same budget at batch 1, 4 and 16 (each batch of BATCH_PROMPT-token prompts): decode
+  tokens/s of every row together, which streaming amortises over the batch.
 
     python bench/generate.py            # the measurement
     python bench/generate.py --quick    # a tiny model, 2 rounds: a smoke test
@@ -30,10 +34,13 @@ from pathlib import Path
 import torch
 import transformers
 from harness import ROUND_ORDER_SEED, drop_page_cache, machine, write_results
+from streaming import plain_reads
 
 import tensortorrent as tt
 
 PROMPT, NEW, ROUNDS = 64, 32, 3
+BATCHES, BATCH_ROUNDS = (1, 4, 16), 2
+READ_BYTES, READ_ROUNDS = 1 << 30, 3  # of the checkpoint's largest file, for the bound
 
 
 def config(quick: bool) -> transformers.LlamaConfig:
@@ -60,17 +67,18 @@ class Clock:
     def end(self) -> None:
         self.end_s = time.perf_counter()
 
-    def rates(self, prompt: int, new: int) -> dict:
+    def rates(self, prompt: int, new: int, rows: int) -> dict:
+        """Tokens/s of every row together."""
         first, total = self.first - self.start, self.end_s - self.start
-        decode = (new - 1) / (total - first)
-        return {"ttft_s": first, "total_s": total, "prefill_tok_s": prompt / first, "decode_tok_s": decode}
+        decode = rows * (new - 1) / (total - first)
+        return {"ttft_s": first, "total_s": total, "prefill_tok_s": rows * prompt / first, "decode_tok_s": decode}
 
 
-def timed(generate) -> dict:
+def timed(generate, rows: int = 1) -> dict:
     clock = Clock()
     with torch.no_grad():
         generate(clock)
-    return clock.rates(PROMPT, NEW)
+    return clock.rates(PROMPT, NEW, rows)
 
 
 def hugging_face(model, ids):
@@ -85,7 +93,7 @@ def ours(generative, ids):
     return lambda clock: generative.generate(ids, max_new_tokens=NEW, streamer=clock)
 
 
-def interleaved(systems: dict, rounds: int, before=None) -> dict:
+def interleaved(systems: dict, rounds: int, before=None, rows: int = 1) -> dict:
     """Each system's runs, one per round in a seeded random order, and their medians."""
     order = random.Random(ROUND_ORDER_SEED)
     runs = {name: [] for name in systems}
@@ -95,7 +103,7 @@ def interleaved(systems: dict, rounds: int, before=None) -> dict:
         for name in names:
             if before is not None:
                 before()
-            runs[name].append(timed(systems[name]))
+            runs[name].append(timed(systems[name], rows))
     return {
         name: {
             **{key: statistics.median(run[key] for run in samples) for key in samples[0]},
@@ -176,9 +184,35 @@ def main() -> None:
         files = weight_files(checkpoint) + weight_files(offload)
         systems = {"accelerate": hugging_face(offloaded, ids), "tensortorrent": ours(streamed, ids)}
         budgeted = interleaved(systems, rounds, before=lambda: drop_page_cache(files))
-        results["under_budget"] = {"budget_bytes": budget, "compile_s": compile_s, **budgeted}
+        step_bytes = streamed.programs[1].last_report.bytes_read  # the last decode step's reads
+        shared = streamed.shared_weight_bytes
         streamed.close()
-    report(budgeted)
+        del offloaded
+        largest = max(weight_files(checkpoint), key=os.path.getsize)
+        reads = plain_reads(largest, min(READ_BYTES, os.path.getsize(largest)), 2 if options.quick else READ_ROUNDS)
+        bound_s = step_bytes / (reads["best_plain_gbps"] * 1e9)
+        ours_s = 1 / budgeted["tensortorrent"]["decode_tok_s"]
+        results["under_budget"] = {
+            "budget_bytes": budget,
+            "compile_s": compile_s,
+            "shared_resident_bytes": shared,
+            **budgeted,
+            "bound": {
+                "decode_step_read_bytes": step_bytes,
+                "best_plain": reads["best_plain"],
+                "best_plain_gbps": reads["best_plain_gbps"],
+                "decode_step_s": bound_s,
+                "tensortorrent_over_bound": ours_s / bound_s,
+            },
+        }
+        report(budgeted)
+        print(
+            f"  bound          a decode step reads {step_bytes / 2**20:.0f} MiB, best plain read "
+            f"{reads['best_plain_gbps']:.2f} GB/s: {bound_s * 1e3:.0f} ms; ours {ours_s * 1e3:.0f} ms "
+            f"= {ours_s / bound_s:.2f}x the bound",
+            flush=True,
+        )
+        results["batches"] = batches(meta_model(options.quick), checkpoint, budget, model_vocab(options.quick), rounds)
     results.update(
         suite="generate",
         mode="quick" if options.quick else "full",
@@ -187,6 +221,48 @@ def main() -> None:
     )
     for path in write_results("generate", results, started, options.out):
         print(f"wrote {path}")
+
+
+def meta_model(quick: bool):
+    with torch.device("meta"):
+        return without_end_token(transformers.LlamaForCausalLM(config(quick)))
+
+
+def model_vocab(quick: bool) -> int:
+    return config(quick).vocab_size
+
+
+def batches(meta, checkpoint: str, budget: int, vocab: int, rounds: int) -> dict:
+    """Decode and prefill tokens/s (every row together) at each batch of BATCHES, under
+    `budget`, the page cache dropped before each run; and how close the largest batch
+    comes to that many times batch 1's decode tokens/s."""
+    print(f"== batches {', '.join(map(str, BATCHES))} under the same budget", flush=True)
+    by_batch = {}
+    for rows in BATCHES:
+        generative = tt.compile_for_generation(
+            meta,
+            max_length=PROMPT + NEW,
+            batch_size=rows,
+            prompt_buckets=[PROMPT],
+            checkpoint=checkpoint,
+            devices="cpu",
+            config=tt.CompileConfig(ram_budget_bytes=budget),
+        )
+        ids = torch.randint(0, vocab, (rows, PROMPT))
+        runs = interleaved(
+            {"tensortorrent": ours(generative, ids)},
+            min(rounds, BATCH_ROUNDS),
+            before=lambda: drop_page_cache(weight_files(checkpoint)),
+            rows=rows,
+        )["tensortorrent"]
+        generative.close()
+        by_batch[str(rows)] = runs
+        prefill, decode = runs["prefill_tok_s"], runs["decode_tok_s"]
+        print(f"  batch {rows:<3}      prefill {prefill:8.1f} tok/s   decode {decode:7.2f} tok/s", flush=True)
+    largest, single = BATCHES[-1], by_batch[str(BATCHES[0])]["decode_tok_s"]
+    scaling = by_batch[str(largest)]["decode_tok_s"] / (largest * single)
+    print(f"  batch {largest} decodes {scaling:.2f}x of {largest} times batch 1's tokens/s", flush=True)
+    return {**by_batch, "largest_over_ideal": scaling}
 
 
 def report(systems: dict) -> None:

@@ -75,10 +75,12 @@ def compile_on_target(
     config: CompileConfig,
     target: Target,
     exported: torch.export.ExportedProgram | None = None,
+    shared: dict[str, torch.Tensor] | None = None,
 ) -> CompiledModule:
     """The compiled module of `model`, its weights in memory, for `target` (several
     programs of one model, as generation compiles, share one target); `exported`: the
-    program `model` is the module of, not captured again."""
+    program `model` is the module of, not captured again; `shared`: weights by name that
+    other programs hold in RAM too (Source.sharing)."""
     budgets = target.budgets
     model = check_model(checked(model, args, kwargs) if isinstance(model, ModuleGraph) else model)
     model_name = "ExportedProgram" if exported is not None else type(model).__qualname__
@@ -110,7 +112,7 @@ def compile_on_target(
             kwargs,
             layers=layer_paths(model),
             model_forward=True,
-        )
+        ).sharing(shared)
         compiled = compiled_module(source, config, build(source, target, config, progress=progress))
         if config.checks_numerics:
             with progress.stage("check numerics"):

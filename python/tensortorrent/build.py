@@ -198,7 +198,11 @@ def _streamed(source: Source, runner, regions, plan, placement, seconds, config,
     # Where the regions were not timed with their weights in RAM, a profiling call that
     # streams them times them (where one is quick enough).
     example = source.flat_inputs() if seconds is None else None
-    return stream_weights(runner, regions, weights, config, plan.max_concurrent, source.verify, budget, example, layout)
+    # Weights shared with other programs are in RAM already: this one holds none of its own.
+    hold_none = source.shared_slots is not None
+    return stream_weights(
+        runner, regions, weights, config, plan.max_concurrent, source.verify, budget, example, layout, hold_none
+    )
 
 
 def _partition(source: Source, target: Target, config: CompileConfig) -> list[Region]:

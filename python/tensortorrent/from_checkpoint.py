@@ -88,9 +88,11 @@ def compile_checkpoint_on_target(
     config: CompileConfig,
     checkpoint: object,
     target: Target,
+    shared: dict[str, torch.Tensor] | None = None,
 ) -> CompiledModule:
     """compile_from_checkpoint for a resolved `target` (several programs of one model, as
-    generation compiles, share one); `checkpoint` as tt.compile takes it, or opened already."""
+    generation compiles, share one); `checkpoint` as tt.compile takes it, or opened already;
+    `shared`: weights by name that other programs hold in RAM (Source.sharing)."""
     if config.validate_numerics:
         raise UnsupportedFeatureError(
             "validate_numerics=True",
@@ -121,7 +123,7 @@ def compile_checkpoint_on_target(
                 values_in_ram=False,
                 checksum=True,
                 origin=f"weights read in place from checkpoint {describe_files(files.files)}",
-            )
+            ).sharing(shared)
         compiled = compiled_module(source, config, build(source, target, config, progress=progress))
     if config.region_backend != EAGER:
         compiled.numerics_note = "not checked: the weights are read from a checkpoint, not held in memory"

@@ -140,11 +140,18 @@ def test_tokens_are_the_same_streamed_under_half_the_weights_and_split_with_a_sm
         programs = generative.programs.values()
         if name == "streamed":  # the weights stream from disk on every token; the cache stays in RAM
             assert all(program.streams_weights for program in programs)
-            assert f"split evenly: {weights // 2 // 2 / 1024:.1f} KiB per program" in generative.explain()
+            # One resident set for them all: no program holds weights of its own.
+            assert 0 < generative.shared_weight_bytes < weights // 2
+            assert all(not program.resident_weight_slots for program in programs)
+            assert "held in RAM once, shared by every program" in generative.explain()
         else:
             assert all({"cpu", "small"} == set(program.region_devices) for program in programs)
         out = generative.generate(ids, mask, max_new_tokens=8, eos_token_id=STOP, pad_token_id=0)
         torch.testing.assert_close(out, expected, rtol=0, atol=0, msg=name)
+        if name == "streamed":  # each program's last call held the shared set and its own working set
+            peaks = [program.last_peak_bytes["ram"] for program in programs]
+            print(peaks, generative.shared_weight_bytes, weights // 2)
+            assert all(generative.shared_weight_bytes < peak <= weights // 2 for peak in peaks)
         generative.close()
 
 

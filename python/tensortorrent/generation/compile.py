@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 
 import torch
@@ -13,10 +12,12 @@ from ..config import CompileConfig
 from ..errors import InvalidArgumentError
 from ..from_checkpoint import compile_checkpoint_on_target
 from ..hardware.virtual import VirtualDevice
+from ..runtime import CompiledModule
 from ..storage.checkpoint import open_checkpoint
 from ..target import resolve_target
 from .cached_lm import FEATURE, CachedLM
 from .module import DECODE, GenerativeModule
+from .shared_residents import build_sharing_residents
 from .spec import GenerationSpec
 
 
@@ -36,7 +37,7 @@ def compile_for_generation(
     row) and a prefill program per prompt length in `prompt_buckets` (default: the powers
     of two from 2 up to `max_length`), all sharing the model's weights and one KV cache
     of `max_length` positions. `config`, `devices` and `machine` are tt.compile's, for
-    every program; a RAM budget is shared by them all. With `checkpoint` (as tt.compile
+    every program; a RAM budget holds for them all (see shared_residents.py). With `checkpoint` (as tt.compile
     takes it), the weights are read from there in place, and `model` may be on the meta
     device."""
     _check_size("max_length", max_length)
@@ -47,16 +48,16 @@ def compile_for_generation(
     config = config or CompileConfig()
     lm = CachedLM(model, batch_size, max_length).eval()
     target = resolve_target(devices, machine, config, FEATURE)
-    each = per_program(config, 1 + len(lengths))
     # A checkpoint is opened once: every program's weights are read from its files in place.
     files = open_checkpoint(checkpoint) if checkpoint is not None else None
-    programs = {}
-    for length in (DECODE, *lengths):
+
+    def build(length: int, shared: dict[str, torch.Tensor] | None) -> CompiledModule:
         example = _example(lm, length)
         if files is None:
-            programs[length] = compile_on_target(lm, example, {}, each, target)
-        else:
-            programs[length] = compile_checkpoint_on_target(lm, example, {}, each, files, target)
+            return compile_on_target(lm, example, {}, config, target, shared=shared)
+        return compile_checkpoint_on_target(lm, example, {}, config, files, target, shared=shared)
+
+    programs, shared_bytes = build_sharing_residents([DECODE, *lengths], build)
     settings = getattr(model, "generation_config", None)
     spec = GenerationSpec(
         model_name=type(model).__qualname__,
@@ -68,15 +69,7 @@ def compile_for_generation(
         pad_token_id=getattr(settings, "pad_token_id", None),
         ram_budget_bytes=config.ram_budget_bytes,
     )
-    return GenerativeModule(spec, programs)
-
-
-def per_program(config: CompileConfig, count: int) -> CompileConfig:
-    """Each program's config: a RAM budget given is split evenly between the programs, as
-    each holds its own resident weights and working set (the budget holds for them all)."""
-    if config.ram_budget_bytes is None:
-        return config
-    return dataclasses.replace(config, ram_budget_bytes=config.ram_budget_bytes // count)
+    return GenerativeModule(spec, programs, shared_bytes)
 
 
 def _example(lm: CachedLM, length: int) -> tuple:

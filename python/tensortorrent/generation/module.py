@@ -41,9 +41,11 @@ def prefill_chunks(length: int, lengths: Sequence[int]) -> list[int]:
 class GenerativeModule:
     """Generates tokens with a causal LM compiled by tt.compile_for_generation."""
 
-    def __init__(self, spec: GenerationSpec, programs: dict[int, CompiledModule]) -> None:
+    def __init__(self, spec: GenerationSpec, programs: dict[int, CompiledModule], shared_bytes: int = 0) -> None:
+        """`shared_bytes`: the resident weights the programs share (shared_residents.py)."""
         self._spec = spec
         self._programs = programs  # tokens per call -> its compiled program; DECODE decodes
+        self._shared_bytes = shared_bytes
         self._lock = threading.Lock()  # the programs share one cache: one generation at a time
         self._pool: ThreadPoolExecutor | None = None  # runs submit()'s generations, made on first use
         self._pool_lock = threading.Lock()
@@ -69,6 +71,11 @@ class GenerativeModule:
     def kv_cache_bytes(self) -> int:
         """The bytes of the KV cache's keys and values, for every row and position."""
         return self._spec.kv_cache_bytes
+
+    @property
+    def shared_weight_bytes(self) -> int:
+        """The weights held in RAM once for every program, where they stream (0 otherwise)."""
+        return self._shared_bytes
 
     @property
     def programs(self) -> dict[int, CompiledModule]:
@@ -243,12 +250,12 @@ class GenerativeModule:
         lines.append(
             "Prompts are left-padded to the batch's longest and prefilled in chunks of these lengths, longest first."
         )
-        budget = self._spec.ram_budget_bytes
-        if budget is not None:
-            share = format_bytes(budget // len(self._programs))
+        if any(program.streams_weights for program in self._programs.values()):
+            budget = self._spec.ram_budget_bytes
+            within = f" within the RAM budget of {format_bytes(budget)}" if budget is not None else ""
             lines.append(
-                f"RAM budget {format_bytes(budget)}, split evenly: {share} per program "
-                "(each holds its own resident weights)"
+                f"Weights: {format_bytes(self._shared_bytes)} held in RAM once, shared by every program; "
+                f"each streams the rest from disk on every call{within}"
             )
         return "\n".join(lines)
 

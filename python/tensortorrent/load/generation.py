@@ -13,10 +13,11 @@ from ..artifact.layout import GENERATION_FORMAT_VERSION, MANIFEST, check_file_na
 from ..artifact.save_generation import DECODE, program_name
 from ..config import CompileConfig
 from ..errors import ArtifactError
-from ..generation.compile import per_program
 from ..generation.module import GenerativeModule
+from ..generation.shared_residents import build_sharing_residents
 from ..generation.spec import GenerationSpec
 from ..hardware.virtual import VirtualDevice
+from ..runtime import CompiledModule
 from ..storage.safetensors_file import SAFETENSORS_DTYPES
 from .files import ArtifactFiles
 from .program import load_program, saved_parts, target_here
@@ -35,18 +36,19 @@ def load_generation(
     spec, listed, cache = _checked(manifest)
     programs = {length: check_manifest(files.read_json(name), name) for length, name in listed.items()}
     decode = programs[DECODE]
-    whole = config or dataclasses.replace(saved_parts(decode)[0], ram_budget_bytes=spec.ram_budget_bytes)
-    each = per_program(whole, len(programs)) if config is not None else None  # None: each its saved config
-    target = target_here(decode, devices, machine, whole)
-    weights = ArtifactWeights.read(files, decode, streaming=whole.ram_budget_bytes is not None)
+    effective = config or saved_parts(decode)[0]  # every program was saved with the same config
+    target = target_here(decode, devices, machine, effective)
+    weights = ArtifactWeights.read(files, decode, streaming=effective.ram_budget_bytes is not None)
     # One cache for every program: the same tensors bound in each, written in place by all.
     weights.tensors.update({key: torch.zeros(shape, dtype=dtype) for key, shape, dtype in cache})
-    loaded = {
-        length: load_program(files, program, each, target, weights, where=f"{files.directory} ({program_name(length)})")
-        for length, program in programs.items()
-    }
-    spec = GenerationSpec(**{**spec.to_json(), "ram_budget_bytes": whole.ram_budget_bytes})
-    return GenerativeModule(spec, loaded)
+
+    def build(length: int, shared: dict[str, torch.Tensor] | None) -> CompiledModule:
+        where = f"{files.directory} ({program_name(length)})"
+        return load_program(files, programs[length], config, target, weights, where, shared)
+
+    loaded, shared_bytes = build_sharing_residents(list(programs), build)
+    spec = dataclasses.replace(spec, ram_budget_bytes=effective.ram_budget_bytes)
+    return GenerativeModule(spec, loaded, shared_bytes)
 
 
 def _checked(manifest: dict[str, Any]):

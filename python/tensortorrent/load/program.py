@@ -40,12 +40,14 @@ def load_program(
     target: Target,
     weights: ArtifactWeights,
     where: str | None = None,
+    shared: dict[str, torch.Tensor] | None = None,
 ) -> CompiledModule:
     """The program that `manifest` (checked) describes, its weights bound from `weights`.
     A CPU plan on the machine it was planned for (same hardware fingerprint), with the
     same config, replays the saved regions, plan and schedule as they are; otherwise the
     program is partitioned and planned again for `target`, and explain() says so.
-    `where` names the program in explain() (default: the artifact directory)."""
+    `where` names the program in explain() (default: the artifact directory); `shared`:
+    weights by name that other programs hold in RAM too (Source.sharing)."""
     where = where or files.directory
     saved_config, signature = saved_parts(manifest)
     config = config or saved_config
@@ -77,7 +79,7 @@ def load_program(
         values_in_ram=on_disk is None,
         verify=on_disk is not None and weights.verify(files),
         origin=origin + target.note(),
-    )
+    ).sharing(shared)
     with CompileProgress(STAGES) as progress:
         return compiled_module(source, config, build(source, target, config, saved=saved, progress=progress))
 

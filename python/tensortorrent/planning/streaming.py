@@ -140,15 +140,18 @@ def plan_streaming(
     activation_budget: int | None = None,
     spread: bool = True,
     layout: Layout | None = None,
+    hold_none: bool = False,
 ) -> LoweredProgram:
     """Keeps resident what fits in `budget_bytes` and streams the fewest regions that make
     it fit, largest first (see streamed_regions; with `allow_streaming` False, nothing
-    streams), activations beyond `activation_budget` spilled; MemoryCapacityError when even
-    streaming every region (or, not allowed, none) does not fit."""
+    streams; with `hold_none`, every region whose weights are on disk streams: the program
+    holds none of its own), activations beyond `activation_budget` spilled;
+    MemoryCapacityError when even streaming every region (or, not allowed, none) does not fit."""
     groups = size_groups(runner, weights, layout)
     streamable = sum(len(group) for group in groups)
     last = None
-    for count in range(streamable + 1 if allow_streaming else 1):
+    counts = range(streamable, streamable + 1) if hold_none else range(streamable + 1 if allow_streaming else 1)
+    for count in counts:
         try:
             streamed = streamed_regions(groups, count, spread)
             return streamed_program(
@@ -246,6 +249,7 @@ def choose_disk_tier(
     allow_streaming: bool = True,
     activation_budget: int | None = None,
     layout: Layout | None = None,
+    hold_none: bool = False,
 ) -> DiskTier:
     """Of the layouts that fit `budget_bytes` (each prefetch distance of `distances`, the
     streamed regions of a size spread or first: plan_streaming), the one whose loads keep
@@ -255,7 +259,7 @@ def choose_disk_tier(
     seconds on their device where `layout` puts them on one). The simulator gives a
     load the disk's measured bandwidth however few reads are in flight, but a disk
     reads slower with fewer (and the calibration measured it with all its threads busy).
-    Raises the last MemoryCapacityError when none fits."""
+    `hold_none`: plan_streaming's. Raises the last MemoryCapacityError when none fits."""
     speed, threads, request_bytes = reads
     if layout is not None:
         region_seconds = layout.region_seconds(region_seconds)
@@ -274,6 +278,7 @@ def choose_disk_tier(
                     activation_budget,
                     spread=spread,
                     layout=layout,
+                    hold_none=hold_none,
                 )
             except ActivationBudgetError:
                 raise

@@ -379,6 +379,14 @@ class CompiledModule(nn.Module):
         return self._streams
 
     @property
+    def resident_weight_slots(self) -> frozenset[int]:
+        """The bound slots (see artifact_parts().program.bound) of the weights a streamed
+        program read from disk once and holds for good; empty where nothing streams."""
+        if self._plane is None or self._plane.weights is None:
+            return frozenset()
+        return frozenset(self._plane.plan.resident)
+
+    @property
     def uses_direct_path(self) -> bool:
         return self._plan.direct and not self._streams
 

@@ -166,15 +166,18 @@ def meta_tensors(path: str) -> tuple[core.SafetensorsHeader, dict[str, torch.Ten
     return header, tensors
 
 
-def weights_file(path: str, header, entries: list[dict], program, record: dict[str, Any] | None) -> WeightsOnDisk:
+def weights_file(
+    path: str, header, entries: list[dict], program, record: dict[str, Any] | None, kept: frozenset[int] = frozenset()
+) -> WeightsOnDisk:
     """Where each of `program`'s bound tensors lies in the weights file (via the manifest's
-    weights table), with the file's chunk digests when integrity records are at hand."""
+    weights table), with the file's chunk digests when integrity records are at hand;
+    the slots `kept` stay the tensors bound in RAM."""
     by_key = {entry.name: entry for entry in header.tensors}
     recorded = {name: entry for entry in entries for name in entry["names"]}
     ranges = {}
     # A buffer the program writes stays the model's own tensor in RAM: a file holds its
     # value when it was written, not the one calls left in it.
-    for bound in (b for b in program.bound if b.slot not in program.mutated_slots):
+    for bound in (b for b in program.bound if b.slot not in program.mutated_slots | kept):
         table = recorded[bound.names[0]]
         entry = by_key[table["key"]]
         ranges[bound.slot] = WeightRange(
@@ -226,12 +229,13 @@ def stream_weights(
     budget: int,
     example: list | None = None,
     layout: Layout | None = None,
+    hold_none: bool = False,
 ) -> PlaneProgram:
     """The streamed program of `runner`'s regions within `budget` bytes of RAM, its
-    residents loaded, its regions where `layout` puts them (default: the CPU); raises
-    MemoryCapacityError (before anything runs) when no plan fits. With `example` (flat
-    inputs), its predictions come from a profiling call (see streamed_profile.py) where
-    one is quick enough."""
+    residents loaded (with `hold_none`, none: every weight on disk streams), its regions
+    where `layout` puts them (default: the CPU); raises MemoryCapacityError (before
+    anything runs) when no plan fits. With `example` (flat inputs), its predictions come
+    from a profiling call (see streamed_profile.py) where one is quick enough."""
     names = [region.name for region in regions]
     # How to read is measured first: its reads in flight are the program's I/O queue depth.
     largest = max(weights.files, key=lambda file: file.size).path
@@ -253,6 +257,7 @@ def stream_weights(
         allow_streaming=config.allow_disk_streaming,
         activation_budget=config.activation_budget_bytes,
         layout=layout,
+        hold_none=hold_none,
     )
     chosen, simulated = tier.plan, tier.simulated
     if verify:
@@ -284,9 +289,9 @@ def stream_weights(
     )
 
 
-def weights_in_cache(program, config, disk_budget_bytes: int) -> WeightsOnDisk:
+def weights_in_cache(program, config, disk_budget_bytes: int, kept: frozenset[int] = frozenset()) -> WeightsOnDisk:
     """Where `program`'s bound tensors lie in the weights cache, written there first unless
-    a file of the same tensors is there already."""
+    a file of the same tensors is there already; the slots `kept` stay in RAM."""
     directory = cache_directory(config.spill_dir)
     cached = cache_weights(program.bound, directory, disk_budget_bytes)
     log.info("weights %s %s", "reused from" if cached.reused else "written to", cached.path)
@@ -297,4 +302,4 @@ def weights_in_cache(program, config, disk_budget_bytes: int) -> WeightsOnDisk:
     entries = [
         {"key": b.names[0], "names": list(b.names), "crc32c": checksums.get(b.names[0], -1)} for b in program.bound
     ]
-    return weights_file(cached.path, header, entries, program, cached.record)
+    return weights_file(cached.path, header, entries, program, cached.record, kept)
