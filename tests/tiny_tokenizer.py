@@ -10,6 +10,7 @@ CORPUS = [
     "a model larger than memory still runs",
     "tokens stream out one at a time",
     "hello world, hello tensors",
+    "user: hi\nassistant: THE END 0123456789 ?!.",
 ]
 END = "<|end|>"
 
@@ -22,8 +23,8 @@ def trained_tokenizer():
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=VOCAB, special_tokens=[END], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()[:100]
-    )
+    # The alphabet is the corpus's own characters (ByteLevel.alphabet() is a set: its order, and
+    # so the ids, would change from run to run).
+    trainer = trainers.BpeTrainer(vocab_size=VOCAB, special_tokens=[END])
     tokenizer.train_from_iterator(CORPUS, trainer)
     return PreTrainedTokenizerFast(tokenizer_object=tokenizer, eos_token=END, pad_token=END)

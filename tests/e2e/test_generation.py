@@ -3,6 +3,7 @@ decode program and prefill programs sharing one KV cache, for GPT-2, Llama and Q
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
@@ -175,10 +176,29 @@ def test_a_cancelled_generation_stops_between_tokens_and_leaves_nothing_held(com
     assert handle.done() and len(heard) == 2
     # Nothing stays held: no program call in flight, the module free, the next generation whole.
     assert all(not program._in_flight for program in generative.programs.values())
-    assert not generative._lock.locked()
+    assert generative.rows_in_use == 0
     assert torch.equal(generative.submit(ids, mask, max_new_tokens=6).result(timeout=60), expected)
     with pytest.raises(tt.InvalidArgumentError, match=r"unexpected argument\(s\) \['temprature'\]"):
         generative.submit(ids, max_new_tokens=2, temprature=0.5)
+
+
+def test_a_generation_that_joins_a_running_one_gets_the_tokens_it_gets_alone(compiled):
+    _, generative = compiled
+    long, short = left_padded(PROMPTS[2:]), left_padded(PROMPTS[:2])
+    alone = generative.generate(*long, max_new_tokens=12), generative.generate(*short, max_new_tokens=5)
+    started, rows = threading.Event(), []
+
+    def slowly(tokens):  # keeps the first generation running while the second joins
+        started.set()
+        time.sleep(0.05)
+
+    first = generative.submit(*long, max_new_tokens=12, streamer=slowly)
+    assert started.wait(60)
+    second = generative.submit(*short, max_new_tokens=5, streamer=lambda tokens: rows.append(generative.rows_in_use))
+    torch.testing.assert_close(first.result(timeout=60), alone[0], rtol=0, atol=0)
+    torch.testing.assert_close(second.result(timeout=60), alone[1], rtol=0, atol=0)
+    assert max(rows) == 3  # it joined while the first ran: the batch's three rows in use
+    assert generative.rows_in_use == 0
 
 
 def test_a_meta_model_generates_from_a_sharded_checkpoint_read_in_place(tmp_path):

@@ -8,6 +8,7 @@ import os
 
 import pytest
 import torch
+import transformers
 from e2e.test_generation import PROMPTS, STOP, hugging_face, left_padded
 from tiny_tokenizer import trained_tokenizer
 
@@ -84,3 +85,21 @@ def test_a_damaged_generative_artifact_is_refused_naming_the_file(saved, tmp_pat
         tt.load_compiled(copy)
     with pytest.raises(tt.ArtifactError, match="prefill-4.manifest.json: missing field 'model_name'"):
         tt.load_compiled(copy, verify_integrity=False)
+
+
+def test_the_command_prints_the_tokens_as_they_come_as_text_or_ids(saved, capsys):
+    from tensortorrent.cli.main import main
+
+    model, directory = saved
+    tokenizer = transformers.AutoTokenizer.from_pretrained(directory)  # the one saved (training is not repeatable)
+    prompt = torch.tensor([tokenizer("hello world")["input_ids"]])
+    with torch.no_grad():
+        expected = model.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=5, do_sample=False)
+    new = expected[0, prompt.shape[1] :].tolist()
+    assert main(["generate", str(directory), "--prompt", "hello world", "--max-new-tokens", "5"]) == 0
+    assert capsys.readouterr().out == tokenizer.decode(new, skip_special_tokens=True) + "\n"
+    ids = ",".join(str(i) for i in prompt[0].tolist())
+    assert main(["generate", str(directory), "--ids", ids, "--max-new-tokens", "5"]) == 0
+    assert capsys.readouterr().out.split() == [str(token) for token in new]
+    assert main(["generate", str(directory), "--ids", "1,x"]) == 2
+    assert "--ids: expected token ids joined by commas, got '1,x'" in capsys.readouterr().err

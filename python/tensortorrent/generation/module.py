@@ -1,54 +1,45 @@
 """GenerativeModule: token generation through compiled programs that share one KV cache.
 
-A prompt batch is left-padded to its longest prompt (and to the compiled batch size with
-rows that are all padding), then prefilled in chunks of the compiled prompt lengths,
-longest first, each chunk written into the cache where the last one ended; every new
-token is then one call of the decode program (batch x 1). The attention mask covers the
-whole cache, so a padded position is never attended to, and each row's positions count
-its real tokens only: a padded prompt gives the tokens an unpadded one does."""
+Generations run on the module's decode loop (decode_loop.py), which batches those that
+overlap. A prompt batch is left-padded to its longest prompt, then prefilled in chunks of
+the compiled prompt lengths, longest first, each chunk written into the cache where the
+last one ended; every new token is then one call of the decode program (batch x 1). The
+attention mask covers the whole cache, so a padded position is never attended to, and
+each row's positions count its real tokens only: a padded prompt gives the tokens an
+unpadded one does."""
 
 from __future__ import annotations
 
 import os
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FuturesTimeout
-from dataclasses import dataclass
 
 import torch
 
-from ..artifact.save_generation import DECODE, save_generation
-from ..errors import ExecutionCancelled, InvalidArgumentError
+from ..artifact.save_generation import save_generation
+from ..errors import InvalidArgumentError
 from ..runtime import CompiledModule
 from ..units import format_bytes
+from .decode_loop import DECODE, DecodeLoop, Request, Streamer
 from .sampling import Sampling
 from .spec import GenerationSpec
-
-
-def prefill_chunks(length: int, lengths: Sequence[int]) -> list[int]:
-    """`length` tokens as a sum of compiled program lengths, the longest that fits first
-    (the decode program's 1 takes what no prompt length fits)."""
-    sizes = sorted(set(lengths) | {DECODE}, reverse=True)
-    chunks = []
-    while length:
-        size = next(s for s in sizes if s <= length)
-        chunks.append(size)
-        length -= size
-    return chunks
 
 
 class GenerativeModule:
     """Generates tokens with a causal LM compiled by tt.compile_for_generation."""
 
-    def __init__(self, spec: GenerationSpec, programs: dict[int, CompiledModule], shared_bytes: int = 0) -> None:
-        """`shared_bytes`: the resident weights the programs share (shared_residents.py)."""
+    def __init__(
+        self, spec: GenerationSpec, programs: dict[int, CompiledModule], shared_bytes: int = 0, tokenizer=None
+    ) -> None:
+        """`shared_bytes`: the resident weights the programs share (shared_residents.py).
+        `tokenizer`: the one its artifact holds, for serving (None: none)."""
+        self.tokenizer = tokenizer
         self._spec = spec
         self._programs = programs  # tokens per call -> its compiled program; DECODE decodes
         self._shared_bytes = shared_bytes
-        self._lock = threading.Lock()  # the programs share one cache: one generation at a time
-        self._pool: ThreadPoolExecutor | None = None  # runs submit()'s generations, made on first use
-        self._pool_lock = threading.Lock()
+        self._loop = DecodeLoop(programs, spec.batch_size, spec.max_length)
 
     @property
     def spec(self) -> GenerationSpec:
@@ -73,6 +64,11 @@ class GenerativeModule:
         return self._spec.kv_cache_bytes
 
     @property
+    def rows_in_use(self) -> int:
+        """The batch rows that generations hold now (0 once every one has ended)."""
+        return self._loop.rows_in_use
+
+    @property
     def shared_weight_bytes(self) -> int:
         """The weights held in RAM once for every program, where they stream (0 otherwise)."""
         return self._shared_bytes
@@ -84,9 +80,11 @@ class GenerativeModule:
     def save(self, path: str | os.PathLike, weights: str = "copy", *, tokenizer: object = None) -> str:
         """Writes every program of this module and its weights, once, as one artifact
         directory that tt.load_compiled loads back; returns the path. `weights` as
-        CompiledModule.save takes it. `tokenizer` (a transformers tokenizer) is saved
-        beside the programs, for serving to encode and decode text with."""
+        CompiledModule.save takes it. `tokenizer` (a transformers tokenizer; by default the
+        one this module was loaded with) is saved beside the programs, for serving to
+        encode and decode text with."""
         parts = {length: program.artifact_parts() for length, program in self._programs.items()}
+        tokenizer = tokenizer if tokenizer is not None else self.tokenizer
         return save_generation(self._spec.to_json(), parts, path, weights, tokenizer)
 
     def generate(
@@ -126,7 +124,12 @@ class GenerativeModule:
             streamer=streamer,
         )
         request = self._request(input_ids, attention_mask, max_new_tokens, settings)
-        return self._run(request, threading.Event())
+        cancelled = threading.Event()
+        try:
+            return self._loop.submit(request, cancelled).result()
+        except BaseException:  # an interrupt while waiting: the generation stops too
+            cancelled.set()
+            raise
 
     def submit(
         self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, **settings: object
@@ -139,13 +142,9 @@ class GenerativeModule:
         max_new_tokens = settings.pop("max_new_tokens", None)
         request = self._request(input_ids, attention_mask, max_new_tokens, {**DEFAULTS, **settings})
         cancelled = threading.Event()
-        with self._pool_lock:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tt-generate")
-            future = self._pool.submit(self._run, request, cancelled)
-        return GenerationHandle(future, cancelled)
+        return GenerationHandle(self._loop.submit(request, cancelled), cancelled)
 
-    def _request(self, input_ids, attention_mask, max_new_tokens, settings: dict) -> _Request:
+    def _request(self, input_ids, attention_mask, max_new_tokens, settings: dict) -> Request:
         """generate()'s arguments checked, with the model's end and padding tokens where unset."""
         sampling = Sampling(*(settings[name] for name in SAMPLING))
         ids, mask = self._checked_prompts(input_ids, attention_mask, max_new_tokens)
@@ -155,50 +154,7 @@ class GenerativeModule:
         pad = next(p for p in (pad, self._spec.pad_token_id, *stops, 0) if p is not None)
         _token_ids("pad_token_id", pad)
         seed = _seed(seed) if seed is not None else None
-        return _Request(ids, mask, max_new_tokens, sampling, stops, pad, seed, _streamer(settings["streamer"]))
-
-    def _run(self, request: _Request, cancelled: threading.Event) -> torch.Tensor:
-        with self._lock:
-            return self._generate(request, cancelled)
-
-    def _generate(self, request: _Request, cancelled: threading.Event) -> torch.Tensor:
-        ids, pad = request.ids, request.pad
-        rows, length = ids.shape
-        generator = torch.Generator().manual_seed(request.seed) if request.seed is not None else None
-        batch_ids = torch.full((self.batch_size, length), pad, dtype=torch.long)
-        batch_ids[:rows] = ids
-        batch_mask = torch.zeros((self.batch_size, length), dtype=torch.long)
-        batch_mask[:rows] = request.mask
-        cache_mask = torch.zeros((self.batch_size, self.max_length), dtype=torch.long)
-        cache_mask[:, :length] = batch_mask
-        positions = (batch_mask.cumsum(-1) - 1).masked_fill(batch_mask == 0, 1)
-        start = 0
-        for size in prefill_chunks(length, self.prompt_lengths):
-            _check_cancelled(cancelled, 0)
-            chunk = slice(start, start + size)
-            logits = self._programs[size](batch_ids[:, chunk], cache_mask, positions[:, chunk], torch.tensor(start))
-            start += size
-        tell = request.streamer
-        tell.begin(ids)
-        sequences, unfinished = ids, torch.ones(rows, dtype=torch.bool)
-        position = positions[:, -1:] + 1
-        stop_ids = torch.tensor(request.stops, dtype=torch.long)
-        for step in range(request.max_new_tokens):
-            tokens = request.sampling.next_tokens(logits[:rows], sequences, generator)
-            tokens = torch.where(unfinished, tokens, torch.full_like(tokens, pad))
-            sequences = torch.cat([sequences, tokens[:, None]], dim=1)
-            tell.tokens(tokens)
-            unfinished &= ~torch.isin(tokens, stop_ids)
-            if step == request.max_new_tokens - 1 or not unfinished.any():
-                break
-            _check_cancelled(cancelled, step + 1)
-            cache_mask[:, start] = 1
-            step_ids = torch.full((self.batch_size, 1), pad, dtype=torch.long)
-            step_ids[:rows, 0] = tokens
-            logits = self._programs[DECODE](step_ids, cache_mask, position, torch.tensor(start))
-            start, position = start + 1, position + 1
-        tell.end()
-        return sequences
+        return Request(ids, mask, max_new_tokens, sampling, stops, pad, seed, _streamer(settings["streamer"]))
 
     def _checked_prompts(self, input_ids, attention_mask, max_new_tokens) -> tuple[torch.Tensor, torch.Tensor]:
         if not isinstance(input_ids, torch.Tensor) or input_ids.dim() != 2 or input_ids.dtype != torch.long:
@@ -260,12 +216,9 @@ class GenerativeModule:
         return "\n".join(lines)
 
     def close(self) -> None:
-        """Releases every program's memory, once the generation running now ends (submitted
-        ones not started are cancelled); later calls raise ModuleClosedError."""
-        with self._pool_lock:
-            pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.shutdown(wait=True, cancel_futures=True)
+        """Releases every program's memory, once the generations running now end (those
+        waiting fail with ModuleClosedError, as later calls do)."""
+        self._loop.close()
         for program in self._programs.values():
             program.close()
 
@@ -283,20 +236,6 @@ DEFAULTS = {
     "streamer": None,
 }
 SAMPLING = ("do_sample", "temperature", "top_k", "top_p", "repetition_penalty")  # Sampling's fields, in order
-
-
-@dataclass(frozen=True)
-class _Request:
-    """One generation's arguments, checked."""
-
-    ids: torch.Tensor
-    mask: torch.Tensor
-    max_new_tokens: int
-    sampling: Sampling
-    stops: list[int]
-    pad: int
-    seed: int | None
-    streamer: _Told
 
 
 class GenerationHandle:
@@ -320,10 +259,9 @@ class GenerationHandle:
     def done(self) -> bool:
         return self._future.done()
 
-
-def _check_cancelled(cancelled: threading.Event, tokens: int) -> None:
-    if cancelled.is_set():
-        raise ExecutionCancelled(f"the generation was cancelled after {tokens} new token(s)")
+    def add_done_callback(self, callback: Callable[[Future], object]) -> None:
+        """Calls `callback` (on the thread that finished it) once the generation has ended."""
+        self._future.add_done_callback(callback)
 
 
 def _predicted(program: CompiledModule) -> str:
@@ -348,34 +286,13 @@ def _seed(seed: object) -> int:
     return seed
 
 
-class _Told:
-    """Tells a streamer of the prompt, each step's tokens and the end."""
-
-    def __init__(self, put: Callable | None = None, end: Callable | None = None, call: Callable | None = None):
-        self._put, self._end, self._call = put, end, call
-
-    def begin(self, prompts: torch.Tensor) -> None:
-        if self._put is not None:
-            self._put(prompts)
-
-    def tokens(self, tokens: torch.Tensor) -> None:
-        if self._put is not None:
-            self._put(tokens)
-        elif self._call is not None:
-            self._call(tokens)
-
-    def end(self) -> None:
-        if self._end is not None:
-            self._end()
-
-
-def _streamer(streamer: object) -> _Told:
+def _streamer(streamer: object) -> Streamer:
     if streamer is None:
-        return _Told()
+        return Streamer()
     if callable(getattr(streamer, "put", None)) and callable(getattr(streamer, "end", None)):
-        return _Told(put=streamer.put, end=streamer.end)
+        return Streamer(put=streamer.put, end=streamer.end)
     if callable(streamer):
-        return _Told(call=streamer)
+        return Streamer(call=streamer)
     raise InvalidArgumentError(
         f"generate: streamer: expected a callable or an object with put() and end(), got {type(streamer).__name__}"
     )

@@ -12,7 +12,7 @@ import torch
 from ..artifact.layout import GENERATION_FORMAT_VERSION, MANIFEST, check_file_name, check_manifest
 from ..artifact.save_generation import DECODE, program_name
 from ..config import CompileConfig
-from ..errors import ArtifactError
+from ..errors import ArtifactError, UnsupportedFeatureError
 from ..generation.module import GenerativeModule
 from ..generation.shared_residents import build_sharing_residents
 from ..generation.spec import GenerationSpec
@@ -48,7 +48,23 @@ def load_generation(
 
     loaded, shared_bytes = build_sharing_residents(list(programs), build)
     spec = dataclasses.replace(spec, ram_budget_bytes=effective.ram_budget_bytes)
-    return GenerativeModule(spec, loaded, shared_bytes)
+    tokenizer = _tokenizer(files.directory) if manifest.get("tokenizer") is True else None
+    return GenerativeModule(spec, loaded, shared_bytes, tokenizer)
+
+
+def _tokenizer(directory: str):
+    """The tokenizer saved in the artifact (its save_pretrained files, read by transformers;
+    no code of the artifact's runs)."""
+    try:
+        from transformers import AutoTokenizer
+    except ImportError as error:
+        raise UnsupportedFeatureError(
+            "a tokenizer saved with a generative module", "a machine without transformers", "pip install transformers"
+        ) from error
+    try:
+        return AutoTokenizer.from_pretrained(directory, trust_remote_code=False)
+    except (OSError, ValueError) as error:
+        raise ArtifactError(f"{directory}: its tokenizer cannot be read ({error})") from error
 
 
 def _checked(manifest: dict[str, Any]):

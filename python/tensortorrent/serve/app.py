@@ -3,7 +3,8 @@ body limits, deadlines, client disconnects and Prometheus metrics.
 
 Routes: GET /v2, /v2/health/live, /v2/health/ready, /v2/models/{name},
 /v2/models/{name}/ready, /metrics, and POST /v2/models/{name}/infer (JSON tensors, or a
-JSON header and raw tensor bytes: the binary tensor extension). With
+JSON header and raw tensor bytes: the binary tensor extension); for generative modules,
+the generation routes (generation_routes.py). With
 an API key, every route but the live and ready probes needs `Authorization: Bearer KEY`
 (compared in constant time). Errors are JSON `{"error": "..."}` with their status.
 """
@@ -20,16 +21,19 @@ from typing import Any
 from fastapi import Depends, FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
+from ..generation.module import GenerativeModule
 from ..runtime.compiled_module import CompiledModule
 from ..version import __version__
 from .batcher import Batcher, Pending
+from .generation_routes import GenerationRoutes
+from .http_io import disconnected, error_response, read_body
 from .metrics import ServeMetrics
 from .protocol import RequestError, binary_outputs, decode_inputs, encode_output
+from .served_generator import ServedGenerator
 from .served_model import ServedModel
 
 PUBLIC = ("/v2/health/live", "/v2/health/ready")  # the probes: no token needed
 HEADER_LENGTH = "Inference-Header-Content-Length"  # the binary tensor extension's JSON size
-DISCONNECT_POLL_S = 0.05
 
 
 @dataclass(frozen=True)
@@ -52,22 +56,30 @@ class ServeSettings:
 class Server:
     """The served models, their batchers and metrics; `app` is the ASGI application."""
 
-    def __init__(self, models: dict[str, CompiledModule], settings: ServeSettings) -> None:
+    def __init__(self, models: dict[str, CompiledModule | GenerativeModule], settings: ServeSettings) -> None:
         self.settings = settings
         self.metrics = ServeMetrics()
-        self.models = {name: ServedModel.of(name, compiled) for name, compiled in models.items()}
+        generative = {name: module for name, module in models.items() if isinstance(module, GenerativeModule)}
+        self.generators = {name: ServedGenerator(name, module) for name, module in generative.items()}
+        self.models = {
+            name: ServedModel.of(name, compiled) for name, compiled in models.items() if name not in generative
+        }
         delay = settings.max_queue_delay_us / 1e6
         self.batchers = {
             name: Batcher(model, settings.max_queue_size, delay, self.metrics) for name, model in self.models.items()
         }
         self.ready = True
+        self.generation = GenerationRoutes(self.generators, settings, self.metrics, lambda: self.ready)
         self.app = self._build()
 
     def close(self) -> None:
-        """Ready turns false; queued and running requests finish within the drain timeout."""
+        """Ready turns false; queued and running requests finish within the drain timeout
+        (generations: those running end, those waiting are refused)."""
         self.ready = False
         for batcher in self.batchers.values():
             batcher.close(self.settings.drain_timeout_s)
+        for served in self.generators.values():
+            served.module.close()
 
     def _build(self) -> FastAPI:
         # A dependency, not a middleware: an HTTP middleware would hide client disconnects from the routes.
@@ -79,11 +91,12 @@ class Server:
             openapi_url=None,
             dependencies=[Depends(self._authorize)],
         )
-        app.add_exception_handler(RequestError, lambda request, error: _error(error))
+        app.add_exception_handler(RequestError, lambda request, error: error_response(error))
 
         @app.get("/v2")
         async def server_metadata():
-            return {"name": "tensortorrent", "version": __version__, "extensions": ["binary_tensor_data"]}
+            extensions = ["binary_tensor_data"] + (["generate"] if self.generators else [])
+            return {"name": "tensortorrent", "version": __version__, "extensions": extensions}
 
         @app.get("/v2/health/live")
         async def live():
@@ -98,14 +111,14 @@ class Server:
             try:
                 return self._model(name).metadata()
             except RequestError as error:
-                return _error(error)
+                return error_response(error)
 
         @app.get("/v2/models/{name}/ready")
         async def model_ready(name: str):
             try:
                 self._model(name)
             except RequestError as error:
-                return _error(error)
+                return error_response(error)
             return Response(status_code=200 if self.ready else 503)
 
         @app.get("/metrics")
@@ -116,6 +129,7 @@ class Server:
         async def infer(name: str, request: Request):
             return await self._infer(name, request)
 
+        self.generation.add_to(app)
         return app
 
     def _authorize(self, request: Request) -> None:
@@ -126,9 +140,11 @@ class Server:
         if scheme.lower() != "bearer" or not hmac.compare_digest(token.encode(), key.encode()):
             raise RequestError(401, "a bearer token is required")
 
-    def _model(self, name: str) -> ServedModel:
+    def _model(self, name: str) -> ServedModel | ServedGenerator:
+        if name in self.generators:
+            return self.generators[name]
         if name not in self.models:
-            raise RequestError(404, f"unknown model {name!r}; served: {sorted(self.models)}")
+            raise RequestError(404, f"unknown model {name!r}; served: {sorted(self.models) + sorted(self.generators)}")
         return self.models[name]
 
     async def _infer(self, name: str, request: Request) -> Response:
@@ -138,8 +154,7 @@ class Server:
         try:
             response = await self._answer(name, request, arrived)
         except RequestError as error:
-            headers = {"Retry-After": "1"} if error.status == 503 else None
-            response = _error(error, headers)
+            response = error_response(error)
         finally:
             self.metrics.in_flight.labels(label).dec()
         self.metrics.requests.labels(label, str(response.status_code)).inc()
@@ -148,7 +163,9 @@ class Server:
 
     async def _answer(self, name: str, request: Request, arrived: float) -> Response:
         model = self._model(name)
-        body = await _body(request, self.settings.max_body_bytes)
+        if isinstance(model, ServedGenerator):
+            raise RequestError(400, f"model {name!r} generates text: POST /v2/models/{name}/generate instead")
+        body = await read_body(request, self.settings.max_body_bytes)
         header, binary = _split_body(body, request.headers.get(HEADER_LENGTH))
         try:
             payload = json.loads(header)
@@ -174,7 +191,7 @@ class Server:
     async def _wait(self, batcher: Batcher, pending: Pending, request: Request, timeout: float) -> dict:
         """The request's outputs; gives it up (504, or the client gone) as its batcher is told."""
         result = asyncio.wrap_future(pending.future)
-        watch = asyncio.ensure_future(_disconnected(request))
+        watch = asyncio.ensure_future(disconnected(request))
         try:
             done, _ = await asyncio.wait(
                 {result, watch}, timeout=max(timeout, 0.0), return_when=asyncio.FIRST_COMPLETED
@@ -210,29 +227,3 @@ def _split_body(body: bytes, header_length: str | None) -> tuple[bytes, bytes]:
             400, f"{HEADER_LENGTH}: expected at most the body's {len(body)} bytes, got {header_length!r}"
         )
     return body[: int(header_length)], body[int(header_length) :]
-
-
-async def _body(request: Request, limit: int) -> bytes:
-    """The request body, or RequestError(413) as soon as it is known to exceed `limit`."""
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise RequestError(413, f"the body has {declared} bytes; the limit is {limit}")
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise RequestError(413, f"the body exceeds the limit of {limit} bytes")
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
-async def _disconnected(request: Request) -> None:
-    """Returns once the client has gone away."""
-    while not await request.is_disconnected():
-        await asyncio.sleep(DISCONNECT_POLL_S)
-
-
-def _error(error: RequestError, headers: dict[str, str] | None = None) -> JSONResponse:
-    if error.status == 401:
-        headers = {"WWW-Authenticate": "Bearer", **(headers or {})}
-    return JSONResponse({"error": str(error)}, status_code=error.status, headers=headers)

@@ -48,6 +48,21 @@ class ServeMetrics:
         self.cancellations = Counter(
             "tt_cancellations", "Executions cancelled through their call handle, by model", ["model"], registry=r
         )
+        self.first_token_seconds = Histogram(
+            "tt_time_to_first_token_seconds",
+            "Time from a generation request's arrival to its first token",
+            ["model"],
+            buckets=SECONDS,
+            registry=r,
+        )
+        self.generated_tokens = Counter("tt_generated_tokens", "Tokens generated, by model", ["model"], registry=r)
+        self.decode_tokens_per_s = Histogram(
+            "tt_decode_tokens_per_second",
+            "A generation's tokens per second after its first",
+            ["model"],
+            buckets=(0.5, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000),
+            registry=r,
+        )
         self.tier_bytes = Gauge(
             "tt_tier_bytes", "Peak bytes of the last execution per memory tier, by model", ["model", "tier"], registry=r
         )
