@@ -257,7 +257,10 @@ def compile_time(data: dict) -> None:
 def generate(data: dict) -> None:
     workload = field(data, "workload", "object", "$")
     fields(workload, "$.workload", weights_bytes="int", prompt_tokens="int", new_tokens="int", batch="int")
-    parts = {"in_ram": ("hugging_face", "tensortorrent"), "under_budget": ("accelerate", "tensortorrent")}
+    parts = {
+        "in_ram": ("hugging_face", "hugging_face_compiled", "tensortorrent"),
+        "under_budget": ("accelerate", "tensortorrent"),
+    }
     for part, systems in parts.items():
         result = field(data, part, "object", "$")
         for name in systems:
@@ -265,6 +268,10 @@ def generate(data: dict) -> None:
             figures = field(result, name, "object", f"$.{part}")
             fields(figures, path, prefill_tok_s="number", decode_tok_s="number", ttft_s="number", total_s="number")
             items(field(figures, "runs", "list", path), "object", f"{path}.runs")
+    bound = field(field(data, "under_budget", "object", "$"), "bound", "object", "$.under_budget")
+    fields(bound, "$.under_budget.bound", decode_step_read_bytes="int", best_plain_gbps="number")
+    fields(bound, "$.under_budget.bound", decode_step_s="number", tensortorrent_over_bound="number")
+    field(data, "batches", "object", "$")
 
 
 SUITES = {"S1": s1, "S2": s2, "S3": s3, "compile_time": compile_time, "generate": generate}

@@ -229,9 +229,15 @@ def test_generate_benchmark_quick_run_and_its_table(tmp_path):
     results_schema.validate(results)
     assert "| weights in RAM | TensorTorrent |" in tables_generate.render(results)
     assert results["mode"] == "quick" and results["workload"]["new_tokens"] > 1
-    parts = {"in_ram": {"hugging_face", "tensortorrent"}, "under_budget": {"accelerate", "tensortorrent"}}
+    parts = {
+        "in_ram": {"hugging_face", "hugging_face_compiled", "tensortorrent"},
+        "under_budget": {"accelerate", "tensortorrent"},
+    }
     for part, systems in parts.items():
         assert systems <= set(results[part])
         for name in systems:
             figures = results[part][name]
             assert figures["prefill_tok_s"] > 0 and figures["decode_tok_s"] > 0 and len(figures["runs"]) == 2
+    bound = results["under_budget"]["bound"]
+    assert bound["decode_step_read_bytes"] > 0 and bound["tensortorrent_over_bound"] > 0
+    assert "decode_tok_s" in results["batches"]["1"]

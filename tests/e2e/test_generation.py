@@ -151,7 +151,6 @@ def test_tokens_are_the_same_streamed_under_half_the_weights_and_split_with_a_sm
         torch.testing.assert_close(out, expected, rtol=0, atol=0, msg=name)
         if name == "streamed":  # each program's last call held the shared set and its own working set
             peaks = [program.last_peak_bytes["ram"] for program in programs]
-            print(peaks, generative.shared_weight_bytes, weights // 2)
             assert all(generative.shared_weight_bytes < peak <= weights // 2 for peak in peaks)
         generative.close()
 

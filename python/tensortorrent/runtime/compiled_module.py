@@ -379,6 +379,13 @@ class CompiledModule(nn.Module):
         return self._streams
 
     @property
+    def streamed_ram_bytes(self) -> tuple[int, int]:
+        """A streamed program's RAM budget and the RAM its plan needs at most (the core's
+        arena and torch's tensors: what it holds, its working set, the model's tensors it binds)."""
+        plan = self._plane.plan
+        return plan.budget_bytes, plan.program.memory_plan.arena_bytes[0]
+
+    @property
     def resident_weight_slots(self) -> frozenset[int]:
         """The bound slots (see artifact_parts().program.bound) of the weights a streamed
         program read from disk once and holds for good; empty where nothing streams."""
