@@ -8,13 +8,13 @@ all the others, holding none of its own. The module then holds the shared set on
 the working set of the one program that runs, which each program's plan keeps within
 the budget.
 
-The set is sized by the program with the largest working set, the longest prefill:
-planned alone with the whole budget first, it says how much RAM its working set needs
-beside what it would hold. The shared set is then the largest weights that fit beside
-that working set (a decode step reads every weight, so what matters is how many bytes
-stay; and streaming the smaller weights leaves less in flight, so the working set only
-shrinks); the longest prefill is planned once more with it, and what that working set
-leaves is filled again."""
+The set is the largest weights that fit beside the working set of the program with
+the largest one, the longest prefill (a decode step reads every weight, so the bytes
+that stay are what count; and the smaller the weights that stream, the less is in
+flight, so the more can stay). That working set depends on what streams, so the set
+starts as if streaming needed no room; where the longest prefill cannot stream beside
+it, the planner's error names the RAM it needs, and the set shrinks by the excess,
+a few times at most, before falling back to what that program holds planned alone."""
 
 from __future__ import annotations
 
@@ -27,6 +27,7 @@ from ..runtime import CompiledModule
 from ..storage.safetensors_file import read_slot
 
 Build = Callable[[int, dict[str, torch.Tensor] | None], CompiledModule]
+ATTEMPTS = 4  # sets tried before the one the longest prefill holds alone
 
 
 def build_sharing_residents(lengths: Sequence[int], build: Build) -> tuple[dict[int, CompiledModule], int]:
@@ -39,27 +40,33 @@ def build_sharing_residents(lengths: Sequence[int], build: Build) -> tuple[dict[
         # The weights stay in RAM: every program binds the model's tensors, or the loaded file's.
         return {longest: first, **{n: build(n, None) for n in lengths if n != longest}}, 0
     weights = _Weights(first)
-    budget, need = first.streamed_ram_bytes
-    held = weights.nbytes(first.resident_weight_slots)
-    first.close()  # the weights it held are read again below, once, for every program
-    shared = weights.largest_within(budget - (need - held))
-    probe = build(longest, weights.read(shared))
-    _, probed = probe.streamed_ram_bytes
-    probe.close()
-    del probe  # and the tensors it bound
-    larger = weights.largest_within(budget - (probed - weights.nbytes(shared)))
-    for chosen in (larger, shared):  # the larger set, unless a program cannot stream beside it
-        tensors, programs = weights.read(chosen), {}
+    budget, _ = first.streamed_ram_bytes
+    alone = first.resident_weight_slots  # fits: the longest prefill holds it, planned alone
+    first.close()  # what it held is read again below, once, for every program
+    order = [longest, *sorted(n for n in lengths if n != longest)]
+    chosen = weights.largest_within(budget)
+    for _ in range(ATTEMPTS):
         try:
-            for length in sorted(lengths):
-                programs[length] = build(length, tensors)
-            return programs, weights.nbytes(chosen)
-        except MemoryCapacityError:
-            for program in programs.values():
-                program.close()
-            if chosen is shared:
+            return _build_all(order, weights.read(chosen), build), weights.nbytes(chosen)
+        except MemoryCapacityError as error:
+            if error.smallest_budget_bytes is None:
                 raise
-    raise AssertionError("unreachable")
+            working = error.smallest_budget_bytes - weights.nbytes(chosen)
+            chosen = weights.largest_within(min(budget - working, weights.nbytes(chosen) - 1))
+    return _build_all(order, weights.read(alone), build), weights.nbytes(alone)
+
+
+def _build_all(order: list[int], shared: dict[str, torch.Tensor], build: Build) -> dict[int, CompiledModule]:
+    """Every program, sharing `shared`; none where one cannot stream beside it (the error raised)."""
+    programs: dict[int, CompiledModule] = {}
+    try:
+        for length in order:
+            programs[length] = build(length, shared)
+    except MemoryCapacityError:
+        for program in programs.values():
+            program.close()
+        raise
+    return programs
 
 
 class _Weights:
