@@ -9,12 +9,14 @@ the working set of the one program that runs, which each program's plan keeps wi
 the budget.
 
 The set is the largest weights that fit beside the working set of the program with
-the largest one, the longest prefill (a decode step reads every weight, so the bytes
-that stay are what count; and the smaller the weights that stream, the less is in
-flight, so the more can stay). That working set depends on what streams, so the set
-starts as if streaming needed no room; where the longest prefill cannot stream beside
-it, the planner's error names the RAM it needs, and the set shrinks by the excess,
-a few times at most, before falling back to what that program holds planned alone."""
+the largest one, the longest prefill, and the reads that the disk needs in flight to
+read at its measured speed (up to a quarter of the budget; a decode step reads every weight, so the bytes that stay
+are what count, as long as the rest streams at full speed; and the smaller the weights
+that stream, the less they hold, so the more can stay). That working set depends on
+what streams, so the set starts as if streaming needed only the reads in flight; where
+the longest prefill cannot stream beside it, the planner's error names the RAM it
+needs, and the set shrinks by the excess, a few times at most, before falling back to
+what that program holds planned alone."""
 
 from __future__ import annotations
 
@@ -28,6 +30,7 @@ from ..storage.safetensors_file import read_slot
 
 Build = Callable[[int, dict[str, torch.Tensor] | None], CompiledModule]
 ATTEMPTS = 4  # sets tried before the one the longest prefill holds alone
+IN_FLIGHT_SHARE = 4  # reads in flight take at most this fraction of the budget: 1/4
 
 
 def build_sharing_residents(lengths: Sequence[int], build: Build) -> tuple[dict[int, CompiledModule], int]:
@@ -40,11 +43,12 @@ def build_sharing_residents(lengths: Sequence[int], build: Build) -> tuple[dict[
         # The weights stay in RAM: every program binds the model's tensors, or the loaded file's.
         return {longest: first, **{n: build(n, None) for n in lengths if n != longest}}, 0
     weights = _Weights(first)
-    budget, _ = first.streamed_ram_bytes
+    budget, _, window = first.streamed_ram_bytes
+    in_flight = min(window, budget // IN_FLIGHT_SHARE)
     alone = first.resident_weight_slots  # fits: the longest prefill holds it, planned alone
     first.close()  # what it held is read again below, once, for every program
     order = [longest, *sorted(n for n in lengths if n != longest)]
-    chosen = weights.largest_within(budget)
+    chosen = weights.largest_within(budget - in_flight)
     for _ in range(ATTEMPTS):
         try:
             return _build_all(order, weights.read(chosen), build), weights.nbytes(chosen)
@@ -52,7 +56,7 @@ def build_sharing_residents(lengths: Sequence[int], build: Build) -> tuple[dict[
             if error.smallest_budget_bytes is None:
                 raise
             working = error.smallest_budget_bytes - weights.nbytes(chosen)
-            chosen = weights.largest_within(min(budget - working, weights.nbytes(chosen) - 1))
+            chosen = weights.largest_within(min(budget - working - in_flight, weights.nbytes(chosen) - 1))
     return _build_all(order, weights.read(alone), build), weights.nbytes(alone)
 
 

@@ -379,11 +379,12 @@ class CompiledModule(nn.Module):
         return self._streams
 
     @property
-    def streamed_ram_bytes(self) -> tuple[int, int]:
-        """A streamed program's RAM budget and the RAM its plan needs at most (the core's
-        arena and torch's tensors: what it holds, its working set, the model's tensors it binds)."""
-        plan = self._plane.plan
-        return plan.budget_bytes, plan.program.memory_plan.arena_bytes[0]
+    def streamed_ram_bytes(self) -> tuple[int, int, int]:
+        """A streamed program's RAM budget; the RAM its plan needs at most (the core's
+        arena and torch's tensors: what it holds, its working set, the model's tensors it
+        binds); and the bytes its reads keep in flight to read at the disk's measured speed."""
+        plane = self._plane
+        return plane.plan.budget_bytes, plane.plan.program.memory_plan.arena_bytes[0], plane.read_window_bytes
 
     @property
     def resident_weight_slots(self) -> frozenset[int]:

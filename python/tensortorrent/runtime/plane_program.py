@@ -50,6 +50,7 @@ class PlaneProgram:
         costs: str = "",
         layout: str = "",
         machine: PlanMachine | None = None,
+        read_window_bytes: int = 0,
     ) -> None:
         """`weights` and `io`: the files the weights stream from and the engine reading them
         (`reads` says how it reads, for explain()); None when the weights are the model's
@@ -57,12 +58,14 @@ class PlaneProgram:
         them (storage/spill_dir.py); its spills and reloads share `io`, or an engine of
         their own when the weights are in memory. `costs` says where the predictions'
         figures came from, and `layout` why these weights stream, for explain().
-        `machine`: the devices the program's device tiers are (None: the CPU alone)."""
+        `machine`: the devices the program's device tiers are (None: the CPU alone).
+        `read_window_bytes`: the bytes `io` keeps in flight to read at its measured speed."""
         self.runner = runner
         self.plan = plan
         self.weights = weights
         self.io = io
         self.reads = reads
+        self.read_window_bytes = read_window_bytes
         self.costs = costs
         self.layout = layout
         program = plan.program

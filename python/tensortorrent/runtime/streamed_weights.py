@@ -284,8 +284,18 @@ def stream_weights(
         simulated = simulate_plan(chosen, measured.region_seconds, speed)  # every region on the CPU
         costs = PROFILED_COSTS
     machine = layout.machine if layout is not None else None
+    window = reads.threads * reads.request_bytes
     return PlaneProgram(
-        runner, deeper(simulated), weights, io, reads.describe(), spill_dir, costs, tier.reason, machine=machine
+        runner,
+        deeper(simulated),
+        weights,
+        io,
+        reads.describe(),
+        spill_dir,
+        costs,
+        tier.reason,
+        machine=machine,
+        read_window_bytes=window,
     )
 
 
