@@ -239,7 +239,9 @@ def stream_weights(
     names = [region.name for region in regions]
     # How to read is measured first: its reads in flight are the program's I/O queue depth.
     largest = max(weights.files, key=lambda file: file.size).path
-    reads = choose_read_mode(largest, weights.nbytes - budget, config.io_queue_depth, budget)
+    # Streamed per call: what the budget cannot hold, or, holding none, every weight on disk.
+    streamed = weights.nbytes if hold_none else weights.nbytes - budget
+    reads = choose_read_mode(largest, streamed, config.io_queue_depth, budget)
     # The simulator models the disk as one shared resource reading one load at a time at
     # its measured bandwidth (the program that runs keeps several in flight); regions at
     # their roofline (a measured GEMM rate and memory bandwidth).
