@@ -80,6 +80,7 @@ class _Weights:
         parts = program.artifact_parts()
         self._on_disk = parts.weights_on_disk
         self._bound = {tensor.slot: tensor for tensor in parts.program.bound if tensor.slot in self._on_disk.ranges}
+        self._read: dict[int, torch.Tensor] = {}  # the last set's tensors: the next set, smaller, reuses them
 
     def nbytes(self, slots) -> int:
         return sum(self._on_disk.ranges[slot].nbytes for slot in slots)
@@ -94,10 +95,11 @@ class _Weights:
         return frozenset(chosen)
 
     def read(self, slots) -> dict[str, torch.Tensor]:
-        """The tensors of `slots` by name: the model's own where it has them, else read from disk once."""
-        return {
-            self._bound[slot].names[0]: (
-                read_slot(self._on_disk, slot) if self._bound[slot].tensor.is_meta else self._bound[slot].tensor
-            )
-            for slot in sorted(slots)
-        }
+        """The tensors of `slots` by name: the model's own where it has them, else read from
+        disk (once across the sets tried: those of the last set are kept, and only those)."""
+        self._read = {slot: self._read[slot] if slot in self._read else self._tensor(slot) for slot in sorted(slots)}
+        return {self._bound[slot].names[0]: tensor for slot, tensor in self._read.items()}
+
+    def _tensor(self, slot: int) -> torch.Tensor:
+        bound = self._bound[slot].tensor
+        return read_slot(self._on_disk, slot) if bound.is_meta else bound

@@ -157,8 +157,7 @@ class Server:
             response = error_response(error)
         finally:
             self.metrics.in_flight.labels(label).dec()
-        self.metrics.requests.labels(label, str(response.status_code)).inc()
-        self.metrics.request_seconds.labels(label).observe(time.monotonic() - arrived)
+        self.metrics.answered(label, response.status_code, arrived)
         return response
 
     async def _answer(self, name: str, request: Request, arrived: float) -> Response:

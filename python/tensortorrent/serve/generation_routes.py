@@ -159,7 +159,7 @@ class GenerationRoutes:
 
     async def _events(self, served, generation, answer, reply, deadline, arrived) -> AsyncIterator[bytes]:
         """The server-sent events of a streamed generation: one per token's text."""
-        code = "200"
+        code = 200
         try:
             while True:
                 try:
@@ -167,7 +167,7 @@ class GenerationRoutes:
                     if token is None:
                         _settle(generation, answer)
                 except RequestError as error:
-                    code = str(error.status)
+                    code = error.status
                     yield _event({"error": str(error)})
                     return
                 if token is None:
@@ -185,8 +185,7 @@ class GenerationRoutes:
         finally:  # the client went away (the response is cancelled), or the stream ended
             generation.cancel()
             self._done(served, answer, arrived)
-            self.metrics.requests.labels(served.name, code).inc()
-            self.metrics.request_seconds.labels(served.name).observe(time.monotonic() - arrived)
+            self.metrics.answered(served.name, code, arrived)
 
     def _done(self, served: ServedGenerator, answer: _Answer, arrived: float) -> None:
         self._running[served.name] -= 1
@@ -199,8 +198,7 @@ class GenerationRoutes:
             self.metrics.decode_tokens_per_s.labels(served.name).observe((len(answer.ids) - 1) / after_first)
 
     def _count(self, label: str, response: Response, arrived: float) -> Response:
-        self.metrics.requests.labels(label, str(response.status_code)).inc()
-        self.metrics.request_seconds.labels(label).observe(time.monotonic() - arrived)
+        self.metrics.answered(label, response.status_code, arrived)
         return response
 
     def _generator(self, name: str) -> ServedGenerator:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 SECONDS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
@@ -66,6 +68,11 @@ class ServeMetrics:
         self.tier_bytes = Gauge(
             "tt_tier_bytes", "Peak bytes of the last execution per memory tier, by model", ["model", "tier"], registry=r
         )
+
+    def answered(self, model: str, status: int, arrived: float) -> None:
+        """Counts a request answered with `status`, `arrived` (time.monotonic()) when it came."""
+        self.requests.labels(model, str(status)).inc()
+        self.request_seconds.labels(model).observe(time.monotonic() - arrived)
 
     def text(self) -> bytes:
         return generate_latest(self.registry)
