@@ -1,7 +1,8 @@
 """Generation: prefill and decode tokens/s of tt.compile_for_generation against Hugging Face.
 
-A Llama-style model of 0.77 GiB (fp32, random weights, saved as a safetensors
-checkpoint), batch 1, a prompt of PROMPT tokens, NEW greedy tokens. Every system runs
+A Llama-style model of 0.77 GiB and a Qwen3-MoE of 0.7 GiB (16 experts, 2 per token)
+(fp32, random weights, saved as safetensors checkpoints), batch 1, a prompt of PROMPT
+tokens, NEW greedy tokens. Every system runs
 the same generation; time to first token gives prefill tokens/s (prompt tokens over it),
 the rest decode tokens/s (new tokens but the first, over the time after it). Runs are
 interleaved (one of each system per round, in a seeded random order), medians reported.
@@ -14,9 +15,16 @@ interleaved (one of each system per round, in a seeded random order), medians re
   max_memory at the budget, the rest offloaded to a folder) against TensorTorrent
   reading the checkpoint in place (a meta-device model, checkpoint=), and against the
   bound: the bytes a decode step reads (its last call's report) over the best plain read
-  of the checkpoint measured in the same run (bench/streaming.py's plain_reads).
+  of the checkpoint measured in the same run (bench/streaming.py's plain_reads). Each
+  system runs in a process of its own, in a memory cgroup (bench/memory_cgroup.py) where
+  the machine allows one, limited once it is built and has generated once (Accelerate's
+  loading holds the whole checkpoint for a while) to the memory it then holds and
+  TRANSIENT_BYTES: as in a container the page cache counts, so the weights a budget
+  leaves on disk are read from disk on every token. Accelerate also runs without a limit
+  ("accelerate_page_cache"), as on a machine whose free RAM caches the offload folder:
+  its budget then holds for its weights but not for the page cache.
 - the same budget at batch 1, 4 and 16 (each batch of BATCH_PROMPT-token prompts): decode
-  tokens/s of every row together, which streaming amortises over the batch.
+  tokens/s of every row together, which streaming amortises over the batch (the Llama).
 
     python bench/generate.py            # the measurement
     python bench/generate.py --quick    # a tiny model, 2 rounds: a smoke test
@@ -25,17 +33,24 @@ interleaved (one of each system per round, in a seeded random order), medians re
 from __future__ import annotations
 
 import argparse
+import contextlib
+import multiprocessing
 import os
 import random
 import statistics
 import tempfile
 import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
+import safetensors.torch
 import torch
 import transformers
 from harness import ROUND_ORDER_SEED, drop_page_cache, machine, write_results
+from memory_cgroup import anonymous_bytes, join, limit, memory_cgroup, peak_bytes
 from streaming import plain_reads
 
 import tensortorrent as tt
@@ -43,15 +58,45 @@ import tensortorrent as tt
 PROMPT, NEW, ROUNDS = 64, 32, 3
 BATCHES, QUICK_BATCHES, BATCH_ROUNDS = (1, 4, 16), (1, 2), 2
 READ_BYTES, READ_ROUNDS, BLOCK = 1 << 30, 3, 4096  # of the checkpoint's largest file, for the bound
+# A budgeted process's memory limit beyond what it holds once built and warm: room for
+# what a generation allocates and frees (activations, a layer's weights read from disk).
+TRANSIENT_BYTES = 256 << 20
 
 
-def config(quick: bool) -> transformers.LlamaConfig:
-    sizes = (
-        dict(num_hidden_layers=2, hidden_size=128, intermediate_size=352, vocab_size=1024)
-        if quick
-        else dict(num_hidden_layers=12, hidden_size=1024, intermediate_size=2816, vocab_size=32000)
+MODELS = {"llama": transformers.LlamaForCausalLM, "qwen3_moe": transformers.Qwen3MoeForCausalLM}
+
+
+SIZES = {  # (model, quick) -> its config's sizes
+    ("llama", False): dict(num_hidden_layers=12, hidden_size=1024, intermediate_size=2816),
+    ("llama", True): dict(num_hidden_layers=2, hidden_size=128, intermediate_size=352),
+    ("qwen3_moe", False): dict(
+        num_hidden_layers=6, hidden_size=1024, head_dim=128, num_experts=16, moe_intermediate_size=384
+    ),
+    ("qwen3_moe", True): dict(
+        num_hidden_layers=2, hidden_size=128, head_dim=16, num_experts=4, moe_intermediate_size=64
+    ),
+}
+
+
+def config(name: str, quick: bool):
+    """Model `name`'s config: bench sizes, or tiny ones with `quick`."""
+    common = dict(
+        num_attention_heads=8, num_key_value_heads=4, vocab_size=1024 if quick else 32000, max_position_embeddings=256
     )
-    return transformers.LlamaConfig(num_attention_heads=8, num_key_value_heads=4, max_position_embeddings=256, **sizes)
+    sizes = SIZES[(name, quick)]
+    if name == "llama":
+        return transformers.LlamaConfig(**common, **sizes)
+    moe = dict(num_experts_per_tok=2, intermediate_size=4 * sizes["moe_intermediate_size"])
+    return transformers.Qwen3MoeConfig(**common, **moe, **sizes)
+
+
+def new_model(name: str, quick: bool, device: str | None = None):
+    """Model `name` with random weights (none, on the meta device), generating all NEW tokens
+    every time: no end token stops it early."""
+    with torch.device(device) if device else contextlib.nullcontext():
+        model = MODELS[name](config(name, quick))
+    model.generation_config.eos_token_id = None
+    return model.eval()
 
 
 class Clock:
@@ -116,8 +161,126 @@ def ours(generative, ids):
     return lambda clock: generative.generate(ids, max_new_tokens=NEW, streamer=clock)
 
 
-def interleaved(systems: dict, rounds: int, before=None, rows: int = 1) -> dict:
-    """Each system's runs, one per round in a seeded random order, and their medians."""
+def measured(run, rows: int = 1) -> Callable[[], dict]:
+    """A measurement of `run` (given a Clock) in this process."""
+    return lambda: timed(run, rows)
+
+
+@dataclass
+class BudgetedSystem:
+    """A system built under the budget in a worker process: how to run it, its tokens for
+    the prompt, and figures of its own (per run, and once built)."""
+
+    run: Callable
+    tokens: Callable[[], torch.Tensor]
+    figures: Callable[[], dict] = dict
+    built: dict = field(default_factory=dict)
+
+
+def accelerate_system(name: str, checkpoint: str, offload: str, budget: int, quick: bool, ids) -> BudgetedSystem:
+    from accelerate import init_empty_weights, load_checkpoint_and_dispatch
+
+    with init_empty_weights():
+        empty = new_model(name, quick)
+    model = load_checkpoint_and_dispatch(
+        empty,
+        checkpoint,
+        device_map="auto",
+        max_memory={"cpu": budget},
+        offload_folder=offload,
+        no_split_module_classes=empty._no_split_modules,
+    ).eval()
+    mask = torch.ones_like(ids)
+    return BudgetedSystem(
+        run=hugging_face(model, ids),
+        tokens=lambda: model.generate(ids, attention_mask=mask, max_new_tokens=NEW, do_sample=False),
+    )
+
+
+def ours_system(name: str, checkpoint: str, offload: str, budget: int, quick: bool, ids) -> BudgetedSystem:
+    """TensorTorrent reading the checkpoint in place (a meta-device model)."""
+    streamed = tt.compile_for_generation(
+        new_model(name, quick, "meta"),
+        max_length=PROMPT + NEW,
+        prompt_buckets=[PROMPT],
+        checkpoint=checkpoint,
+        devices="cpu",
+        config=tt.CompileConfig(ram_budget_bytes=budget),
+    )
+    return BudgetedSystem(
+        run=ours(streamed, ids),
+        tokens=lambda: streamed.generate(ids, max_new_tokens=NEW),
+        # The last decode step's reads, from its program's last call.
+        figures=lambda: {"decode_step_read_bytes": streamed.programs[1].last_report.bytes_read},
+        built={"shared_resident_bytes": streamed.shared_weight_bytes},
+    )
+
+
+SYSTEMS = {"accelerate": accelerate_system, "tensortorrent": ours_system}
+
+
+def budgeted_worker(connection, system_name: str, group, *build) -> None:
+    """A worker process's life: joins `group` (its imports stay outside it), builds the
+    system, sends its tokens, then times one generation per "run" until "stop"."""
+    try:
+        if group is not None:
+            join(group)
+        start = time.perf_counter()
+        system = SYSTEMS[system_name](*build)
+        with torch.no_grad():
+            tokens = system.tokens()
+        connection.send(("ready", {"build_s": time.perf_counter() - start, "tokens": tokens, **system.built}))
+        while connection.recv() == "run":
+            connection.send(("ran", {**timed(system.run), **system.figures()}))
+    except BaseException:
+        connection.send(("error", traceback.format_exc()))
+
+
+class Worker:
+    """A budgeted system in a process of its own (bench/memory_cgroup.py's `group` when given)."""
+
+    def __init__(self, name: str, system: str, group, *build) -> None:
+        context = multiprocessing.get_context("spawn")
+        self.name = name
+        self.connection, theirs = context.Pipe()
+        self.process = context.Process(target=budgeted_worker, args=(theirs, system, group, *build), daemon=True)
+        self.process.start()
+        theirs.close()
+        self.ready = self._answer()
+
+    def run(self) -> dict:
+        self.connection.send("run")
+        return self._answer()
+
+    def stop(self) -> None:
+        """Ends the process (asked to, else terminated), so that its cgroup can go."""
+        if self.process.is_alive():
+            try:
+                self.connection.send("stop")
+            except OSError:
+                pass
+            self.process.join(timeout=60)
+        if self.process.is_alive():
+            self.process.terminate()
+            self.process.join()
+
+    def _answer(self):
+        try:
+            kind, value = self.connection.recv()
+        except EOFError:
+            self.process.join()
+            raise RuntimeError(
+                f"the {self.name} worker ended (exit code {self.process.exitcode}): killed by its memory limit?"
+            ) from None
+        if kind == "error":
+            self.process.join()
+            raise RuntimeError(f"the {self.name} worker failed:\n{value}")
+        return value
+
+
+def interleaved(systems: dict[str, Callable[[], dict]], rounds: int, before=None) -> dict:
+    """Each system's runs (a call measures one), one per round in a seeded random order,
+    and their medians."""
     order = random.Random(ROUND_ORDER_SEED)
     runs = {name: [] for name in systems}
     for _ in range(rounds):
@@ -126,7 +289,7 @@ def interleaved(systems: dict, rounds: int, before=None, rows: int = 1) -> dict:
         for name in names:
             if before is not None:
                 before()
-            runs[name].append(timed(systems[name], rows))
+            runs[name].append(systems[name]())
     return {
         name: {
             **{key: statistics.median(run[key] for run in samples) for key in samples[0]},
@@ -136,31 +299,40 @@ def interleaved(systems: dict, rounds: int, before=None, rows: int = 1) -> dict:
     }
 
 
-def without_end_token(model):
-    """`model` generating all NEW tokens every time: no end token stops it early."""
-    model.generation_config.eos_token_id = None
-    return model
-
-
 def weight_files(folder: str) -> list[str]:
     return [str(path) for path in Path(folder).rglob("*") if path.is_file()]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="a tiny model, 2 rounds: a smoke test")
+    parser.add_argument("--quick", action="store_true", help="tiny models, 2 rounds: a smoke test")
     parser.add_argument("--out", type=Path, help="write the results here instead of bench/results/")
     options = parser.parse_args()
     started = datetime.now(timezone.utc)
-    rounds = 2 if options.quick else ROUNDS
+    results = measure("llama", options.quick, with_batches=True)
+    results["mixture_of_experts"] = measure("qwen3_moe", options.quick, with_batches=False)
+    results.update(
+        suite="generate",
+        mode="quick" if options.quick else "full",
+        utc=started.isoformat(timespec="seconds"),
+        machine=machine(),
+    )
+    for path in write_results("generate", results, started, options.out):
+        print(f"wrote {path}")
+
+
+def measure(name: str, quick: bool, with_batches: bool) -> dict:
+    """Model `name`'s figures: weights in RAM, under the budget, and (`with_batches`) its batches."""
+    rounds = 2 if quick else ROUNDS
     torch.manual_seed(0)
-    model = without_end_token(transformers.LlamaForCausalLM(config(options.quick)).eval())
+    model = new_model(name, quick)
     weights = sum(t.numel() * t.element_size() for t in model.state_dict().values())
     ids = torch.randint(0, model.config.vocab_size, (1, PROMPT))
     buckets = [PROMPT]
-    results = {"workload": {"weights_bytes": weights, "prompt_tokens": PROMPT, "new_tokens": NEW, "batch": 1}}
+    workload = {"model": name, "weights_bytes": weights, "prompt_tokens": PROMPT, "new_tokens": NEW, "batch": 1}
+    results = {"workload": workload}
 
-    print(f"== weights in RAM ({weights / 2**30:.2f} GiB)", flush=True)
+    print(f"== {name}, weights in RAM ({weights / 2**30:.2f} GiB)", flush=True)
     start = time.perf_counter()
     generative = tt.compile_for_generation(model, max_length=PROMPT + NEW, prompt_buckets=buckets, devices="cpu")
     compile_s = time.perf_counter() - start
@@ -172,60 +344,65 @@ def main() -> None:
     timed(compiled)  # torch.compile compiles on this first run
     compiled_warm_up_s = time.perf_counter() - start
     systems = {"hugging_face": hugging_face(model, ids), "hugging_face_compiled": compiled}
-    in_ram = interleaved({**systems, "tensortorrent": ours(generative, ids)}, rounds)
+    systems["tensortorrent"] = ours(generative, ids)
+    in_ram = interleaved({system: measured(run) for system, run in systems.items()}, rounds)
     results["in_ram"] = {"compile_s": compile_s, "hugging_face_compiled_warm_up_s": compiled_warm_up_s, **in_ram}
     generative.close()
     report(in_ram)
 
     budget = weights // 2
-    print(f"== under a RAM budget of {budget / 2**30:.2f} GiB, page cache dropped", flush=True)
+    print(f"== {name}, under a RAM budget of {budget / 2**30:.2f} GiB, page cache dropped", flush=True)
     with tempfile.TemporaryDirectory(prefix="tt-bench-generate-") as scratch:
         checkpoint = os.path.join(scratch, "checkpoint")
-        model.save_pretrained(checkpoint)
+        save_state_dict(model, checkpoint)
         del model
-        from accelerate import init_empty_weights, load_checkpoint_and_dispatch
-
-        with init_empty_weights():
-            offloaded = without_end_token(transformers.LlamaForCausalLM(config(options.quick)))
-        offload = os.path.join(scratch, "offload")
-        offloaded = load_checkpoint_and_dispatch(
-            offloaded,
-            checkpoint,
-            device_map="auto",
-            max_memory={"cpu": budget},
-            offload_folder=offload,
-            no_split_module_classes=["LlamaDecoderLayer"],
-        ).eval()
-        with torch.device("meta"):
-            meta = transformers.LlamaForCausalLM(config(options.quick))
-        start = time.perf_counter()
-        streamed = tt.compile_for_generation(
-            meta,
-            max_length=PROMPT + NEW,
-            prompt_buckets=buckets,
-            checkpoint=checkpoint,
-            devices="cpu",
-            config=tt.CompileConfig(ram_budget_bytes=budget),
-        )
-        compile_s = time.perf_counter() - start
-        assert torch.equal(streamed.generate(ids, max_new_tokens=NEW), reference), "tokens differ"
-        files = weight_files(checkpoint) + weight_files(offload)
-        systems = {"accelerate": hugging_face(offloaded, ids), "tensortorrent": ours(streamed, ids)}
-        budgeted = interleaved(systems, rounds, before=lambda: drop_page_cache(files))
-        step_bytes = streamed.programs[1].last_report.bytes_read  # the last decode step's reads
-        shared = streamed.shared_weight_bytes
-        streamed.close()
-        del offloaded
+        offloads = os.path.join(scratch, "offload")  # a folder per Accelerate worker: each writes its own
+        workers = {}
+        with memory_cgroup("accelerate") as accelerate_group, memory_cgroup("ours") as ours_group:
+            # worker -> (system, cgroup); a worker without a cgroup runs unlimited
+            plan = {
+                "accelerate": ("accelerate", accelerate_group),
+                "accelerate_page_cache": ("accelerate", None),
+                "tensortorrent": ("tensortorrent", ours_group),
+            }
+            if accelerate_group is None:  # no cgroup here: Accelerate runs once, unlimited
+                del plan["accelerate_page_cache"]
+            limits = {}
+            try:
+                for worker, (system, group) in plan.items():
+                    offload = os.path.join(offloads, worker)
+                    workers[worker] = Worker(worker, system, group, name, checkpoint, offload, budget, quick, ids)
+                    if group is not None:
+                        limits[worker] = anonymous_bytes(group), anonymous_bytes(group) + TRANSIENT_BYTES
+                        limit(group, limits[worker][1])
+                assert torch.equal(workers["tensortorrent"].ready["tokens"], reference), "tokens differ"
+                files = weight_files(checkpoint) + weight_files(offloads)
+                budgeted = interleaved(
+                    {worker: process.run for worker, process in workers.items()},
+                    rounds,
+                    before=lambda: drop_page_cache(files),
+                )
+            finally:
+                for process in workers.values():
+                    process.stop()
+            for worker, process in workers.items():
+                held, limit_bytes = limits.get(worker, (None, None))
+                group = plan[worker][1]
+                budgeted[worker].update(
+                    {key: value for key, value in process.ready.items() if key != "tokens"},
+                    held_bytes=held,
+                    memory_limit_bytes=limit_bytes,
+                    peak_bytes=peak_bytes(group) if group is not None else None,
+                )
+        step_bytes = budgeted["tensortorrent"]["runs"][-1]["decode_step_read_bytes"]
         largest = max(weight_files(checkpoint), key=os.path.getsize)
         # The file's head, up to READ_BYTES, in whole 4 KiB blocks (as O_DIRECT reads).
         size = min(READ_BYTES, os.path.getsize(largest)) // BLOCK * BLOCK
-        reads = plain_reads(largest, size, 2 if options.quick else READ_ROUNDS)
+        reads = plain_reads(largest, size, 2 if quick else READ_ROUNDS)
         bound_s = step_bytes / (reads["best_plain_gbps"] * 1e9)
         ours_s = 1 / budgeted["tensortorrent"]["decode_tok_s"]
         results["under_budget"] = {
             "budget_bytes": budget,
-            "compile_s": compile_s,
-            "shared_resident_bytes": shared,
             **budgeted,
             "bound": {
                 "decode_step_read_bytes": step_bytes,
@@ -242,26 +419,20 @@ def main() -> None:
             f"= {ours_s / bound_s:.2f}x the bound",
             flush=True,
         )
-        sizes = QUICK_BATCHES if options.quick else BATCHES
-        meta = meta_model(options.quick)
-        results["batches"] = batches(meta, checkpoint, budget, model_vocab(options.quick), rounds, sizes)
-    results.update(
-        suite="generate",
-        mode="quick" if options.quick else "full",
-        utc=started.isoformat(timespec="seconds"),
-        machine=machine(),
-    )
-    for path in write_results("generate", results, started, options.out):
-        print(f"wrote {path}")
+        if with_batches:
+            sizes = QUICK_BATCHES if quick else BATCHES
+            meta = new_model(name, quick, "meta")
+            results["batches"] = batches(meta, checkpoint, budget, meta.config.vocab_size, rounds, sizes)
+    return results
 
 
-def meta_model(quick: bool):
-    with torch.device("meta"):
-        return without_end_token(transformers.LlamaForCausalLM(config(quick)))
-
-
-def model_vocab(quick: bool) -> int:
-    return config(quick).vocab_size
+def save_state_dict(model, folder: str) -> None:
+    """The model's state dict as one safetensors file, its keys as the model names them.
+    (save_pretrained writes a mixture of experts' stacked experts one expert per key, which
+    only from_pretrained's conversion reads back.)"""
+    os.makedirs(folder)
+    tensors = {name: tensor.contiguous() for name, tensor in model.state_dict().items()}
+    safetensors.torch.save_file(tensors, os.path.join(folder, "model.safetensors"), metadata={"format": "pt"})
 
 
 def batches(meta, checkpoint: str, budget: int, vocab: int, rounds: int, sizes: tuple[int, ...]) -> dict:
@@ -288,10 +459,9 @@ def batches(meta, checkpoint: str, budget: int, vocab: int, rounds: int, sizes: 
             continue
         ids = torch.randint(0, vocab, (rows, PROMPT))
         runs = interleaved(
-            {"tensortorrent": ours(generative, ids)},
+            {"tensortorrent": measured(ours(generative, ids), rows)},
             min(rounds, BATCH_ROUNDS),
             before=lambda: drop_page_cache(weight_files(checkpoint)),
-            rows=rows,
         )["tensortorrent"]
         generative.close()
         by_batch[str(rows)] = runs

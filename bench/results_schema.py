@@ -255,23 +255,30 @@ def compile_time(data: dict) -> None:
 
 
 def generate(data: dict) -> None:
-    workload = field(data, "workload", "object", "$")
-    fields(workload, "$.workload", weights_bytes="int", prompt_tokens="int", new_tokens="int", batch="int")
+    _generated(data, "$")
+    if "mixture_of_experts" in data:  # since the Qwen3-MoE joined the Llama
+        _generated(field(data, "mixture_of_experts", "object", "$"), "$.mixture_of_experts")
+    field(data, "batches", "object", "$")
+
+
+def _generated(data: dict, at: str) -> None:
+    """One model's generation figures: in RAM and under the budget, with its bound."""
+    workload = field(data, "workload", "object", at)
+    fields(workload, f"{at}.workload", weights_bytes="int", prompt_tokens="int", new_tokens="int", batch="int")
     parts = {
         "in_ram": ("hugging_face", "hugging_face_compiled", "tensortorrent"),
         "under_budget": ("accelerate", "tensortorrent"),
     }
     for part, systems in parts.items():
-        result = field(data, part, "object", "$")
+        result = field(data, part, "object", at)
         for name in systems:
-            path = f"$.{part}.{name}"
-            figures = field(result, name, "object", f"$.{part}")
+            path = f"{at}.{part}.{name}"
+            figures = field(result, name, "object", f"{at}.{part}")
             fields(figures, path, prefill_tok_s="number", decode_tok_s="number", ttft_s="number", total_s="number")
             items(field(figures, "runs", "list", path), "object", f"{path}.runs")
-    bound = field(field(data, "under_budget", "object", "$"), "bound", "object", "$.under_budget")
-    fields(bound, "$.under_budget.bound", decode_step_read_bytes="int", best_plain_gbps="number")
-    fields(bound, "$.under_budget.bound", decode_step_s="number", tensortorrent_over_bound="number")
-    field(data, "batches", "object", "$")
+    bound = field(field(data, "under_budget", "object", at), "bound", "object", f"{at}.under_budget")
+    fields(bound, f"{at}.under_budget.bound", decode_step_read_bytes="int", best_plain_gbps="number")
+    fields(bound, f"{at}.under_budget.bound", decode_step_s="number", tensortorrent_over_bound="number")
 
 
 SUITES = {"S1": s1, "S2": s2, "S3": s3, "compile_time": compile_time, "generate": generate}

@@ -9,26 +9,42 @@ from table_format import machine_line, size, table
 TITLE = "Generation"
 PARTS = (
     ("in_ram", "weights in RAM", ("hugging_face", "hugging_face_compiled")),
-    ("under_budget", "RAM budget {budget}", ("accelerate",)),
+    ("under_budget", "RAM budget {budget}", ("accelerate", "accelerate_page_cache")),
 )
 NAMES = {
     "hugging_face": "Hugging Face generate (eager)",
     "hugging_face_compiled": "Hugging Face generate (static cache, torch.compile)",
     "accelerate": "Accelerate disk offload",
+    "accelerate_page_cache": "Accelerate disk offload, page cache not limited",
 }
+MODELS = {"llama": "Llama", "qwen3_moe": "Qwen3-MoE"}
 
 
 def render(data: dict) -> str:
+    models = [data] + ([data["mixture_of_experts"]] if "mixture_of_experts" in data else [])
+    rows = [row for measured in models for row in _rows(measured)]
     workload = data["workload"]
+    what = (
+        f"Batch {workload['batch']}, {workload['prompt_tokens']}-token prompt, {workload['new_tokens']} greedy "
+        f"tokens; medians of {len(data['in_ram']['tensortorrent']['runs'])} interleaved rounds."
+    )
+    header = ["model", "setting", "system", "prefill tok/s", "decode tok/s", "TensorTorrent decode / this"]
+    return "\n\n".join([f"### {TITLE}", machine_line(data) + " " + what, table(header, rows), _bound(data)]) + "\n"
+
+
+def _rows(measured: dict) -> list[list[str]]:
+    workload = measured["workload"]
+    model = f"{MODELS.get(workload.get('model', 'llama'), workload.get('model'))} {size(workload['weights_bytes'])}"
     rows = []
     for key, setting, baselines in PARTS:
-        part = data[key]
+        part = measured[key]
         setting = setting.format(budget=size(part.get("budget_bytes", 0)))
         ours = part["tensortorrent"]
-        for name in (*baselines, "tensortorrent"):
+        for name in (n for n in (*baselines, "tensortorrent") if n in part):  # a run without cgroups: one Accelerate
             figures = part[name]
             rows.append(
                 [
+                    model,
                     setting,
                     NAMES.get(name, "TensorTorrent"),
                     f"{figures['prefill_tok_s']:.1f}",
@@ -36,29 +52,26 @@ def render(data: dict) -> str:
                     f"{ours['decode_tok_s'] / figures['decode_tok_s']:.2f}x" if name != "tensortorrent" else "",
                 ]
             )
-    what = (
-        f"Llama-style model of {size(workload['weights_bytes'])}, batch {workload['batch']}, "
-        f"{workload['prompt_tokens']}-token prompt, {workload['new_tokens']} greedy tokens; medians of "
-        f"{len(data['in_ram']['tensortorrent']['runs'])} interleaved rounds."
-    )
-    header = ["setting", "system", "prefill tok/s", "decode tok/s", "TensorTorrent decode / this"]
-    return "\n\n".join([f"### {TITLE}", machine_line(data) + " " + what, table(header, rows), _bound(data)]) + "\n"
+    return rows
 
 
 def _bound(data: dict) -> str:
     """The disk's bound on a decode step under the budget, and the batches' decode tokens/s."""
-    bound = data["under_budget"]["bound"]
-    ratio = bound["tensortorrent_over_bound"]
-    lines = [
-        f"Under the budget a decode step reads {size(bound['decode_step_read_bytes'])}; at the best plain read "
-        f"of the checkpoint in the same run ({bound['best_plain_gbps']:.2f} GB/s) that takes "
-        f"{bound['decode_step_s'] * 1e3:.0f} ms: TensorTorrent's step takes {ratio:.2f}x that."
-    ]
+    lines = []
+    for measured in [data] + ([data["mixture_of_experts"]] if "mixture_of_experts" in data else []):
+        bound = measured["under_budget"]["bound"]
+        model = MODELS.get(measured["workload"].get("model", "llama"), "the model")
+        ratio, step_ms = bound["tensortorrent_over_bound"], bound["decode_step_s"] * 1e3
+        lines.append(
+            f"Under the budget a decode step of the {model} reads {size(bound['decode_step_read_bytes'])}; at the "
+            f"best plain read of its checkpoint in the same run ({bound['best_plain_gbps']:.2f} GB/s) that takes "
+            f"{step_ms:.0f} ms: TensorTorrent's step takes {ratio:.2f}x that."
+        )
     measured = {rows: figures for rows, figures in data["batches"].items() if isinstance(figures, dict)}
     batches = {rows: figures for rows, figures in measured.items() if "decode_tok_s" in figures}
     if batches:
         each = ", ".join(f"batch {rows}: {figures['decode_tok_s']:.2f}" for rows, figures in batches.items())
-        lines.append(f"Decode tokens/s of every row together under the budget: {each}.")
+        lines.append(f"Decode tokens/s of every row together under the budget (Llama): {each}.")
     if "largest_over_ideal" in data["batches"]:
         largest, scaling = max(int(rows) for rows in batches), data["batches"]["largest_over_ideal"]
         lines.append(f"Batch {largest} decodes {scaling:.2f}x of {largest} times batch 1's tokens/s.")

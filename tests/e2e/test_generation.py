@@ -145,6 +145,9 @@ def test_tokens_are_the_same_streamed_under_half_the_weights_and_split_with_a_sm
             assert 0 < generative.shared_weight_bytes < weights // 2
             assert all(not program.resident_weight_slots for program in programs)
             assert "held in RAM once, shared by every program" in generative.explain()
+            # The token embedding is mapped from disk: neither held nor streamed whole.
+            table = model.get_input_embeddings().weight
+            assert "Mapped from disk" in generative.explain() and "embed_tokens" in generative.explain()
         else:
             assert all({"cpu", "small"} == set(program.region_devices) for program in programs)
         out = generative.generate(ids, mask, max_new_tokens=8, eos_token_id=STOP, pad_token_id=0)
@@ -152,6 +155,8 @@ def test_tokens_are_the_same_streamed_under_half_the_weights_and_split_with_a_sm
         if name == "streamed":  # each program's last call held the shared set and its own working set
             peaks = [program.last_peak_bytes["ram"] for program in programs]
             assert all(generative.shared_weight_bytes < peak <= weights // 2 for peak in peaks)
+            decode_reads = generative.programs[1].last_report.bytes_read
+            assert decode_reads <= weights - generative.shared_weight_bytes - table.nbytes
         generative.close()
 
 
@@ -198,6 +203,12 @@ def test_a_generation_that_joins_a_running_one_gets_the_tokens_it_gets_alone(com
     torch.testing.assert_close(second.result(timeout=60), alone[1], rtol=0, atol=0)
     assert max(rows) == 3  # it joined while the first ran: the batch's three rows in use
     assert generative.rows_in_use == 0
+    # The loop's thread ends once no generation is left: an idle module holds no thread,
+    # and one never closed is freed at exit.
+    deadline = time.monotonic() + 10
+    while any(t.name == "tt-decode-loop" for t in threading.enumerate()) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not any(t.name == "tt-decode-loop" for t in threading.enumerate())
 
 
 def test_a_meta_model_generates_from_a_sharded_checkpoint_read_in_place(tmp_path):
@@ -227,9 +238,17 @@ def test_the_cache_is_counted_in_ram_and_a_decode_steps_peaks_equal_the_simulati
     program = decode._plane.plan.program
     resident = sum(b.bytes for b in program.buffers if b.tier == 0 and b.lifetime == core.BufferLifetime.Resident)
     assert resident >= weight_bytes(model) + generative.kv_cache_bytes
+    bound = {name: b.tensor for b in decode._program.bound for name in b.names}
+    caches = [bound[f"key_cache_{layer}"] for layer in range(layers)]
+    addresses = [cache.data_ptr() for cache in caches]
     ids, mask = left_padded(PROMPTS[:2])
     generative.generate(ids, mask, max_new_tokens=4)
     assert list(decode.last_peak_bytes.values()) == simulated_peaks(decode)
+    # Written in place, every layer's keys and values: a step holds less than the cache's
+    # bytes beyond the residents (a copy per call held the whole cache's again).
+    assert len(decode._program.in_place) == 2 * layers
+    assert decode.last_peak_bytes["ram"] - resident < generative.kv_cache_bytes
+    assert [cache.data_ptr() for cache in caches] == addresses and caches[0].count_nonzero() > 0
     generative.close()
 
 
@@ -250,3 +269,12 @@ def test_mistral_phi3_and_a_mixture_of_experts_generate_hugging_faces_tokens(nam
     out = generative.generate(ids, mask, max_new_tokens=6, eos_token_id=STOP, pad_token_id=0)
     torch.testing.assert_close(out, hugging_face(model, ids, mask, max_new_tokens=6), rtol=0, atol=0)
     generative.close()
+
+
+def test_a_checkpoint_with_one_expert_per_tensor_is_refused_with_what_to_do_instead(tmp_path):
+    torch.manual_seed(0)
+    MORE_DECODERS["qwen3_moe"]().save_pretrained(tmp_path)  # transformers writes each expert apart
+    with torch.device("meta"):
+        meta = MORE_DECODERS["qwen3_moe"]()
+    with pytest.raises(tt.CheckpointError, match="one expert per tensor.*from_pretrained"):
+        tt.compile_for_generation(meta, max_length=16, checkpoint=str(tmp_path), devices="cpu")

@@ -6,6 +6,7 @@ import pytest
 import torch
 from torch import nn
 
+import tensortorrent as tt
 from tensortorrent.capture import capture_model, normalize
 from tensortorrent.partition import layer_paths, partition
 
@@ -131,3 +132,31 @@ def test_a_region_retargeted_to_a_device_makes_its_tensors_there():
     assert out.device.type == "meta" and out.shape == (2, 5)
     (again,) = module(*inputs)  # the original is untouched
     torch.testing.assert_close(again, model(x))
+
+
+class Cache(nn.Module):
+    """Writes rows of a buffer, as a static KV cache does; `peek` reads its old value first."""
+
+    def __init__(self, peek: bool) -> None:
+        super().__init__()
+        self.peek = peek
+        self.register_buffer("cache", torch.zeros(8, 4))
+
+    def forward(self, rows, values):
+        before = self.cache * 2 if self.peek else 0
+        self.cache.index_copy_(0, rows, values)
+        return self.cache.sum(0) + before
+
+
+@pytest.mark.parametrize("peek", [False, True])
+def test_a_buffer_written_by_index_copy_is_written_in_place_unless_its_old_value_is_read(peek):
+    rows, values = torch.tensor([1, 5]), torch.randn(2, 4)
+    eager = Cache(peek)
+    expected = eager(rows, values)
+    model = Cache(peek)
+    address = model.cache.data_ptr()
+    compiled = tt.compile(model, (rows, values), devices="cpu")
+    assert len(compiled._program.in_place) == (0 if peek else 1)
+    torch.testing.assert_close(compiled(rows, values), expected)
+    torch.testing.assert_close(model.cache, eager.cache, rtol=0, atol=0)
+    assert model.cache.data_ptr() == address

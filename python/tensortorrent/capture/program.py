@@ -11,6 +11,13 @@ from torch.export.graph_signature import InputKind, OutputKind
 
 from ..errors import UnsupportedError
 
+aten = torch.ops.aten
+# Functional writes with an in-place twin. A static KV cache's update (index_copy of a
+# layer's keys) exports as a new copy of the whole buffer, written back after the call:
+# twice the cache's bytes moved per call. Where nothing else reads the buffer's old
+# value, the twin writes the buffer itself.
+IN_PLACE = {aten.index_copy.default: aten.index_copy_.default, aten.index_put.default: aten.index_put_.default}
+
 
 @dataclass(frozen=True)
 class BoundTensor:
@@ -55,6 +62,8 @@ class NormalizedProgram:
     input_slots: list[int]
     outputs: list[OutputRef]
     buffer_mutations: list[tuple[fx.Node, torch.Tensor]] = field(default_factory=list)
+    # The buffer mutations a region computes in place (IN_PLACE): their value is the buffer.
+    in_place: frozenset[fx.Node] = frozenset()
 
     @property
     def compute_nodes(self) -> list[fx.Node]:
@@ -66,6 +75,17 @@ class NormalizedProgram:
         """The bound slots of the buffers the program writes."""
         written = {id(buffer) for _, buffer in self.buffer_mutations}
         return frozenset(b.slot for b in self.bound if id(b.tensor) in written)
+
+    @property
+    def gathered_slots(self) -> frozenset[int]:
+        """The bound slots read only as an embedding's table: a call gathers some of their
+        rows, never reads them whole (storage/mapped_weights.py)."""
+        uses: dict[int, bool] = {}
+        for node, slot in self.slot_of.items():
+            if node.op == "placeholder" and slot < len(self.bound):
+                gathered = all(u.target == aten.embedding.default and u.args[0] is node for u in node.users)
+                uses[slot] = uses.get(slot, True) and gathered and bool(node.users)
+        return frozenset(slot for slot, gathered in uses.items() if gathered and slot not in self.mutated_slots)
 
     @property
     def parameter_bytes(self) -> int:
@@ -109,6 +129,8 @@ def normalize(exported: torch.export.ExportedProgram) -> NormalizedProgram:
     output_node = next(n for n in reversed(graph.nodes) if n.op == "output")
     outputs: list[OutputRef] = []
     mutations: list[tuple[fx.Node, torch.Tensor]] = []
+    in_place: set[fx.Node] = set()
+    buffer_node = {spec.target: node for node, spec in zip(placeholders, signature.input_specs) if spec.target}
     for value, spec in zip(output_node.args[0], signature.output_specs):
         if spec.kind == OutputKind.USER_OUTPUT:
             outputs.append(OutputRef(value) if isinstance(value, fx.Node) else OutputRef(None, value))
@@ -116,6 +138,8 @@ def normalize(exported: torch.export.ExportedProgram) -> NormalizedProgram:
             # A buffer not in the state dict (registered persistent=False) is among the constants.
             mutated = exported.state_dict.get(spec.target, exported.constants.get(spec.target))
             mutations.append((value, mutated))
+            if _writable_in_place(value, buffer_node[spec.target]):
+                in_place.add(value)
         else:
             raise UnsupportedError(
                 f"the model's forward {spec.kind.name.lower().replace('_', ' ')} ({spec.target}); "
@@ -132,6 +156,19 @@ def normalize(exported: torch.export.ExportedProgram) -> NormalizedProgram:
         input_slots=input_slots,
         outputs=outputs,
         buffer_mutations=mutations,
+        in_place=frozenset(in_place),
+    )
+
+
+def _writable_in_place(value: fx.Node, buffer: fx.Node) -> bool:
+    """Whether `value`, a buffer's new value, may be written into the buffer itself: an op
+    with an in-place twin, on the buffer, which nothing else reads (so that no reader
+    sees the new value where it expected the old one)."""
+    return (
+        value.op == "call_function"
+        and value.target in IN_PLACE
+        and value.args[0] is buffer
+        and list(buffer.users) == [value]
     )
 
 

@@ -3,8 +3,9 @@
 The cache is transformers' StaticCache sized for `max_length` tokens per row, its keys,
 values and write positions registered as this module's buffers. Every program compiled
 from the module (prefill chunks of several lengths, one-token decode) reads and writes
-those same tensors in place: export records the writes as buffer mutations, the runtime
-applies them to the buffers, and no call copies the cache.
+those same tensors: export records the writes as buffer mutations (a functional copy of
+each layer's cache), and the regions that make them write the buffers in place instead
+(capture/program.py's IN_PLACE), so that no call copies the cache.
 
 A call takes its tokens (batch x length), the attention mask over the whole cache
 (batch x max_length: 1 where a position holds a real token), the tokens' positions

@@ -98,12 +98,13 @@ class _Generation:
 
 class DecodeLoop:
     """Runs generations on `programs` (tokens per call -> program; DECODE decodes) on a
-    thread of its own, started on the first submit."""
+    thread of its own, started by a submit and ended when no generation is left (so that
+    an idle loop holds nothing: a module never closed is freed at exit)."""
 
     def __init__(self, programs: dict[int, Program], batch_size: int, max_length: int) -> None:
         self._programs, self._batch_size, self._max_length = programs, batch_size, max_length
         self._lengths = [length for length in programs if length != DECODE]
-        self._changed = threading.Condition()
+        self._lock = threading.Lock()  # guards the queue, the rows and the thread
         self._waiting: deque[_Generation] = deque()
         self._active: list[_Generation] = []
         self._free = list(range(batch_size))
@@ -115,14 +116,13 @@ class DecodeLoop:
     def submit(self, request: Request, cancelled: threading.Event) -> Future:
         """Queues a generation; the future gets its token ids, or what stopped it."""
         generation = _Generation(request, cancelled)
-        with self._changed:
+        with self._lock:
             if self._closed:
                 raise ModuleClosedError("this GenerativeModule was closed")
             self._waiting.append(generation)
             if self._thread is None:
                 self._thread = threading.Thread(target=self._loop, name="tt-decode-loop", daemon=True)
                 self._thread.start()
-            self._changed.notify()
         return generation.future
 
     @property
@@ -132,11 +132,10 @@ class DecodeLoop:
     def close(self) -> None:
         """Ends the loop once the generations running now end; those waiting fail with
         ModuleClosedError."""
-        with self._changed:
+        with self._lock:
             self._closed = True
             waiting, self._waiting = list(self._waiting), deque()
             thread = self._thread
-            self._changed.notify()
         for generation in waiting:
             generation.future.set_exception(
                 ModuleClosedError("the GenerativeModule was closed before this generation ran")
@@ -146,10 +145,9 @@ class DecodeLoop:
 
     def _loop(self) -> None:
         while True:
-            with self._changed:
-                while not self._closed and not self._active and not self._waiting:
-                    self._changed.wait()
-                if self._closed and not self._active:
+            with self._lock:
+                if not self._active and not self._waiting:
+                    self._thread = None
                     return
                 joining = self._admit()
             try:
@@ -254,7 +252,7 @@ class DecodeLoop:
         """Frees its rows and settles its future: its tokens, or `error`."""
         if generation in self._active:
             self._active.remove(generation)
-        with self._changed:
+        with self._lock:
             self._free = sorted(self._free + generation.rows)
         generation.rows = []
         if error is None:

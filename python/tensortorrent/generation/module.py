@@ -21,6 +21,7 @@ import torch
 from ..artifact.save_generation import save_generation
 from ..errors import InvalidArgumentError
 from ..runtime import CompiledModule
+from ..storage.mapped_weights import is_mapped
 from ..units import format_bytes
 from .decode_loop import DECODE, DecodeLoop, Request, Streamer
 from .sampling import Sampling
@@ -213,6 +214,11 @@ class GenerativeModule:
                 f"Weights: {format_bytes(self._shared_bytes)} held in RAM once, shared by every program; "
                 f"each streams the rest from disk on every call{within}"
             )
+            bound = decode.artifact_parts().program.bound
+            mapped = [(b.names[0], b.nbytes) for b in bound if is_mapped(b.tensor)]
+            if mapped:
+                tables = ", ".join(f"{name} ({format_bytes(nbytes)})" for name, nbytes in mapped)
+                lines.append(f"Mapped from disk, a call reading only the rows it gathers: {tables}")
         return "\n".join(lines)
 
     def close(self) -> None:

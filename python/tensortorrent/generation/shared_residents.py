@@ -16,7 +16,11 @@ that stream, the less they hold, so the more can stay). That working set depends
 what streams, so the set starts as if streaming needed only the reads in flight; where
 the longest prefill cannot stream beside it, the planner's error names the RAM it
 needs, and the set shrinks by the excess, a few times at most, before falling back to
-what that program holds planned alone."""
+what that program holds planned alone.
+
+Embedding tables (weights only gathered from: a call reads the rows of its tokens) are
+in every set at no cost: mapped from their file (storage/mapped_weights.py), neither
+held in the budget's RAM nor streamed whole on every call."""
 
 from __future__ import annotations
 
@@ -26,6 +30,7 @@ import torch
 
 from ..errors import MemoryCapacityError
 from ..runtime import CompiledModule
+from ..storage.mapped_weights import map_slot
 from ..storage.safetensors_file import read_slot
 
 Build = Callable[[int, dict[str, torch.Tensor] | None], CompiledModule]
@@ -57,6 +62,7 @@ def build_sharing_residents(lengths: Sequence[int], build: Build) -> tuple[dict[
                 raise
             working = error.smallest_budget_bytes - weights.nbytes(chosen)
             chosen = weights.largest_within(min(budget - working - in_flight, weights.nbytes(chosen) - 1))
+    alone |= weights.mapped
     return _build_all(order, weights.read(alone), build), weights.nbytes(alone)
 
 
@@ -74,21 +80,27 @@ def _build_all(order: list[int], shared: dict[str, torch.Tensor], build: Build) 
 
 
 class _Weights:
-    """The weights a program streams from disk, by bound slot: their sizes, and their tensors."""
+    """The weights a program streams from disk, by bound slot: their sizes (in the budget's
+    RAM), and their tensors."""
 
     def __init__(self, program: CompiledModule) -> None:
         parts = program.artifact_parts()
         self._on_disk = parts.weights_on_disk
         self._bound = {tensor.slot: tensor for tensor in parts.program.bound if tensor.slot in self._on_disk.ranges}
         self._read: dict[int, torch.Tensor] = {}  # the last set's tensors: the next set, smaller, reuses them
+        # The embedding tables that map: in every set, costing none of the budget.
+        gathered = parts.program.gathered_slots & self._bound.keys()
+        mapped = {slot: map_slot(self._on_disk, slot) for slot in sorted(gathered)}
+        self._mapped = {slot: tensor for slot, tensor in mapped.items() if tensor is not None}
 
     def nbytes(self, slots) -> int:
-        return sum(self._on_disk.ranges[slot].nbytes for slot in slots)
+        return sum(self._on_disk.ranges[slot].nbytes for slot in slots if slot not in self._mapped)
 
     def largest_within(self, room: int) -> frozenset[int]:
-        """The largest weights first, each that still fits in `room` bytes."""
-        chosen, left = [], room
-        for slot in sorted(self._bound, key=lambda s: (-self._on_disk.ranges[s].nbytes, s)):
+        """The mapped tables, then the largest weights first, each that still fits in `room` bytes."""
+        chosen, left = list(self._mapped), room
+        others = self._bound.keys() - self._mapped.keys()
+        for slot in sorted(others, key=lambda s: (-self._on_disk.ranges[s].nbytes, s)):
             if self._on_disk.ranges[slot].nbytes <= left:
                 chosen.append(slot)
                 left -= self._on_disk.ranges[slot].nbytes
@@ -100,6 +112,12 @@ class _Weights:
         self._read = {slot: self._read[slot] if slot in self._read else self._tensor(slot) for slot in sorted(slots)}
         return {self._bound[slot].names[0]: tensor for slot, tensor in self._read.items()}
 
+    @property
+    def mapped(self) -> frozenset[int]:
+        return frozenset(self._mapped)
+
     def _tensor(self, slot: int) -> torch.Tensor:
+        if slot in self._mapped:
+            return self._mapped[slot]
         bound = self._bound[slot].tensor
         return read_slot(self._on_disk, slot) if bound.is_meta else bound

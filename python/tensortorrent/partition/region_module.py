@@ -8,6 +8,7 @@ import hashlib
 import torch
 from torch import fx, nn
 
+from ..capture.program import IN_PLACE
 from .regions import Region
 
 aten = torch.ops.aten
@@ -18,11 +19,14 @@ aten = torch.ops.aten
 STRIDE_TOLERANT = {aten.view.default: aten.reshape.default, aten._unsafe_view.default: aten.reshape.default}
 
 
-def build_region_module(source: fx.GraphModule, region: Region) -> fx.GraphModule:
+def build_region_module(
+    source: fx.GraphModule, region: Region, in_place: frozenset[fx.Node] = frozenset()
+) -> fx.GraphModule:
     """A GraphModule taking region.in_nodes' values and returning region.out_nodes' values.
 
-    The returned module is pure (the source graph is functional), holds no parameters of
-    its own and may be called from several threads at once.
+    The returned module holds no parameters of its own. It is pure (the source graph is
+    functional) but for the nodes in `in_place`, which write their buffer in place
+    (capture/program.py's IN_PLACE): calls of a region that writes one take turns.
     """
     graph = fx.Graph()
     values: dict[fx.Node, fx.Node] = {}
@@ -34,7 +38,8 @@ def build_region_module(source: fx.GraphModule, region: Region) -> fx.GraphModul
         if node.op == "get_attr":
             _copy_attribute(source, root, node.target)
         values[node] = graph.node_copy(node, lambda n: values[n])
-        values[node].target = STRIDE_TOLERANT.get(values[node].target, values[node].target)
+        target = values[node].target
+        values[node].target = IN_PLACE[target] if node in in_place else STRIDE_TOLERANT.get(target, target)
     graph.output(tuple(values[node] for node in region.out_nodes))
     module = fx.GraphModule(root, graph, class_name=f"Region{region.index}")
     return module

@@ -52,7 +52,7 @@ class ActivationSpill:
         kernels = self.runner.kernels
         self.in_ram = {s for s in self.in_ram if self.next_use(s, region) is not None}
         needed = {s for s in kernels[region].in_slots if s in self.uses}
-        made = sum(self.size(s) for s in dict.fromkeys(kernels[region].out_slots))
+        made = sum(self.made_bytes(s) for s in dict.fromkeys(kernels[region].out_slots))
         if not self.fit(region, region, needed, made):
             raise AssertionError(f"region {region}'s working set was checked to fit the activation budget")
         for slot in sorted(needed - self.in_ram):
@@ -102,10 +102,11 @@ class ActivationSpill:
         self.in_ram.add(slot)
 
     def track_activations(self) -> None:
-        """Which values count against the activation budget (region outputs with bytes),
+        """Which values count against the activation budget (region outputs with bytes of
+        their own),
         and the regions that read each."""
         runner = self.runner
-        self.uses = {s: [] for k in runner.kernels for s in k.out_slots if self.size(s) > 0}
+        self.uses = {s: [] for k in runner.kernels for s in k.out_slots if self.made_bytes(s) > 0}
         for region, kernel in enumerate(runner.kernels):
             for slot in dict.fromkeys(kernel.in_slots):
                 if slot in self.uses:
@@ -113,7 +114,7 @@ class ActivationSpill:
         self.returned = {slot for slot, _ in runner.outputs if slot is not None} | {s for s, _ in runner.mutations}
         working = [
             sum(self.size(s) for s in dict.fromkeys(k.in_slots) if s in self.uses)
-            + sum(self.size(s) for s in dict.fromkeys(k.out_slots))
+            + sum(self.made_bytes(s) for s in dict.fromkeys(k.out_slots))
             for k in runner.kernels
         ]
         largest = max(range(len(working)), key=working.__getitem__, default=None)

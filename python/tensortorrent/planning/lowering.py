@@ -226,6 +226,19 @@ class _Lowering(WeightStreams, ActivationSpill, SplitLayers):
                 self.origin.setdefault(slot, ident)
         return ident
 
+    def made_bytes(self, slot: int) -> int:
+        """The bytes a CPU region's output adds: none for one it writes in place into a
+        buffer of the model in RAM (a KV cache), whose bytes are counted as the buffer's."""
+        return 0 if slot in self.runner.in_place_slots else self.size(slot)
+
+    def output_buffer(self, tier: int, slot: int, label: str) -> int:
+        """A region's output buffer (see made_bytes). On a device, one written in place is
+        the device's copy of the buffer, copied back to RAM after the call: it keeps its
+        bytes, as a copy's source and target have the same."""
+        if tier == RAM and slot in self.runner.in_place_slots:
+            return self.buffer(tier, slot, LIFE.Transient, f"{label} (in place)", nbytes=0, torch_owned=True)
+        return self.buffer(tier, slot, LIFE.Transient, label)
+
     def emit(self, op: Op, serial: bool = False) -> int:
         ident = len(self.ops)
         if serial and op.queue in self.last_on_queue:
@@ -357,7 +370,7 @@ class _Lowering(WeightStreams, ActivationSpill, SplitLayers):
             placed = self.values_on([s for s in kernel.in_slots if s not in mine], tier)
             inputs = [mine.get(slot, placed.get(slot)) for slot in kernel.in_slots]
             label = f"{self.names[region]} out"
-            outputs = [self.buffer(tier, slot, LIFE.Transient, label) for slot in kernel.out_slots]
+            outputs = [self.output_buffer(tier, slot, label) for slot in kernel.out_slots]
             for slot, buffer in zip(kernel.out_slots, outputs):
                 self.on_tier[(slot, tier)] = buffer
             if spilling:

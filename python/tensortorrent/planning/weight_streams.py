@@ -41,7 +41,9 @@ class WeightStreams:
         for slot in range(self.bound):
             if slot in streamed or slot in on_devices or self.split_in_ram(slot):
                 continue
-            if self.weights is None or slot not in self.weights.ranges:
+            if slot in self.runner.mapped_slots:  # the page cache's, not the budget's
+                buffer = self.buffer(RAM, slot, LIFE.Resident, f"weight {slot} (mapped)", nbytes=0, torch_owned=True)
+            elif self.weights is None or slot not in self.weights.ranges:
                 buffer = self.buffer(RAM, slot, LIFE.Resident, f"weight {slot}", torch_owned=True)
             else:
                 buffer = self.loaded_once(RAM, slot)

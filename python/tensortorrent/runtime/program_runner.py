@@ -14,6 +14,7 @@ from torch import fx
 from ..capture.program import NormalizedProgram, value_bytes
 from ..partition import Region, build_region_module
 from ..planning.profile_cache import region_key
+from ..storage.mapped_weights import is_mapped
 from .device_kernels import DeviceKernels
 from .region_backends import EAGER, INDUCTOR, RegionBackends, RegionChoice
 
@@ -71,7 +72,7 @@ class ProgramRunner:
             transient = tuple(slot_of[n] for n in region.in_nodes if n in produced and n not in kept)
             for slot in transient:
                 self.readers[slot] += 1
-            module = build_region_module(program.graph_module, region)
+            module = build_region_module(program.graph_module, region, program.in_place)
             choice = backends.choices[region.index] if backends is not None else RegionChoice(EAGER)
             mode = backends.mode if backends is not None else EAGER
             forward = backends.forwards.get(region.index) if backends is not None else None
@@ -104,8 +105,11 @@ class ProgramRunner:
         self._output_formats = formats if any(formats) else []  # empty: nothing to restore
         self.mutations = [(slot_of[node], buffer) for node, buffer in program.buffer_mutations]
         # The bound slots of the buffers a call updates (batch norm's running statistics).
-        bound_slot = {id(b.tensor): b.slot for b in program.bound}
-        self.mutated_bound_slots = tuple(bound_slot[id(buffer)] for _, buffer in program.buffer_mutations)
+        self.mutated_bound_slots = program.mutated_slots
+        # The mutations a region writes in place: their value is their buffer (no bytes of its own).
+        self.in_place_slots = frozenset(slot_of[node] for node in program.in_place)
+        # Bound tensors mapped from their file (storage/mapped_weights.py): no RAM of the budget's.
+        self.mapped_slots = frozenset(b.slot for b in program.bound if is_mapped(b.tensor))
         self.kept_slots = frozenset(slot_of[node] for node in kept)
         self.out_spec = program.out_spec
         self.own_weights = self._own_weights()
@@ -162,7 +166,7 @@ class ProgramRunner:
         other.kernels = [replace(k, forward=k.forward_on(device)) for k in self.kernels]
         other._bound_values = list(bound_values)
         other.mutations = []
-        other.mutated_bound_slots = ()
+        other.mutated_bound_slots = frozenset()
         return other
 
     def call_values(self, flat_inputs: list[Any], grad: bool = False) -> list[Any]:
@@ -236,11 +240,13 @@ class InlineCall:
 
 
 def update_buffers(mutations: list[tuple[int, torch.Tensor]], values: list[Any]) -> None:
-    """Writes a call's new buffer values (running statistics) into the model's buffers;
-    an update is not part of what autograd differentiates."""
+    """Writes a call's new buffer values (running statistics, a copy of a cache a device
+    wrote) into the model's buffers, but those written in place already; an update is not
+    part of what autograd differentiates."""
     with torch.no_grad():
         for (_, buffer), value in zip(mutations, values):
-            buffer.copy_(value)
+            if value is not buffer:
+                buffer.copy_(value)
 
 
 def _memory_format(node: fx.Node) -> torch.memory_format | None:

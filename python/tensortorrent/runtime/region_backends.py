@@ -188,7 +188,7 @@ def compile_regions(
     compiling = mode != EAGER if saved is None else any(choice.backend == INDUCTOR for choice in saved)
     packing_decided: dict[str, int] = {}  # region structure -> the graph that won (packed_region_graph)
     for region in regions:
-        captured = build_region_module(program.graph_module, region)
+        captured = build_region_module(program.graph_module, region, program.in_place)
         module, onednn = on_onednn(captured)
         slots = [program.slot_of.get(node) for node in region.in_nodes]
         weights = {i: bound[slot] for i, slot in enumerate(slots) if slot in bound}

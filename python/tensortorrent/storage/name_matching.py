@@ -9,6 +9,7 @@ over is an error, never silently dropped or left uninitialised.
 from __future__ import annotations
 
 import os
+import re
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -115,6 +116,9 @@ def dotted_splits(name: str) -> Iterator[tuple[str, str]]:
             yield name[:index], name[index + 1 :]
 
 
+PER_EXPERT = re.compile(r"\.experts\.\d+\.")  # save_pretrained's layout of stacked experts
+
+
 def mismatch_message(
     checkpoint: Checkpoint,
     expected_count: int,
@@ -135,6 +139,12 @@ def mismatch_message(
     if mismatched:
         lines.append(
             f"  {len(mismatched)} with another dtype or shape: {list_names(mismatched, quote=False, separator='; ')}"
+        )
+    if any(PER_EXPERT.search(name) for name in unexpected) and any(".experts." in name for name in missing):
+        lines.append(
+            "  the checkpoint stores a mixture of experts one expert per tensor, the model stacks them in one: "
+            "not read in place yet; load the model with from_pretrained and compile it (its weights go to the "
+            "weights cache to stream under a RAM budget)"
         )
     return "\n".join(lines)
 
