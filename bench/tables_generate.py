@@ -42,6 +42,9 @@ def _rows(measured: dict) -> list[list[str]]:
         ours = part["tensortorrent"]
         for name in (n for n in (*baselines, "tensortorrent") if n in part):  # a run without cgroups: one Accelerate
             figures = part[name]
+            if "error" in figures:  # its worker died (its memory limit): the table says so
+                rows.append([model, setting, NAMES.get(name, "TensorTorrent"), "-", "-", figures["error"]])
+                continue
             rows.append(
                 [
                     model,
@@ -62,10 +65,13 @@ def _bound(data: dict) -> str:
         bound = measured["under_budget"]["bound"]
         model = MODELS.get(measured["workload"].get("model", "llama"), "the model")
         ratio, step_ms = bound["tensortorrent_over_bound"], bound["decode_step_s"] * 1e3
+        reads = f"Under the budget a decode step of the {model} reads {size(bound['decode_step_read_bytes'])}"
+        if ratio is None:
+            lines.append(f"{reads} from storage: what it gathers was in the page cache, no disk bound.")
+            continue
         lines.append(
-            f"Under the budget a decode step of the {model} reads {size(bound['decode_step_read_bytes'])}; at the "
-            f"best plain read of its checkpoint in the same run ({bound['best_plain_gbps']:.2f} GB/s) that takes "
-            f"{step_ms:.0f} ms: TensorTorrent's step takes {ratio:.2f}x that."
+            f"{reads}; at the best plain read of its checkpoint in the same run ({bound['best_plain_gbps']:.2f} "
+            f"GB/s) that takes {step_ms:.0f} ms: TensorTorrent's step takes {ratio:.2f}x that."
         )
     measured = {rows: figures for rows, figures in data["batches"].items() if isinstance(figures, dict)}
     batches = {rows: figures for rows, figures in measured.items() if "decode_tok_s" in figures}

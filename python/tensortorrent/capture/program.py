@@ -78,13 +78,15 @@ class NormalizedProgram:
 
     @property
     def gathered_slots(self) -> frozenset[int]:
-        """The bound slots read only as an embedding's table: a call gathers some of their
-        rows, never reads them whole (storage/mapped_weights.py)."""
+        """The bound slots that calls only gather from, never read whole: an embedding's
+        table (the rows of the tokens), a mixture of experts' stacked experts in a grouped
+        matmul (the experts a token is routed to), read through views of them at most
+        (storage/mapped_weights.py)."""
         uses: dict[int, bool] = {}
+        gathering = _gathering_ops()
         for node, slot in self.slot_of.items():
             if node.op == "placeholder" and slot < len(self.bound):
-                gathered = all(u.target == aten.embedding.default and u.args[0] is node for u in node.users)
-                uses[slot] = uses.get(slot, True) and gathered and bool(node.users)
+                uses[slot] = uses.get(slot, True) and bool(node.users) and _only_gathered(node, gathering)
         return frozenset(slot for slot, gathered in uses.items() if gathered and slot not in self.mutated_slots)
 
     @property
@@ -158,6 +160,33 @@ def normalize(exported: torch.export.ExportedProgram) -> NormalizedProgram:
         buffer_mutations=mutations,
         in_place=frozenset(in_place),
     )
+
+
+def _gathering_ops() -> dict:
+    """Op -> the argument it gathers from. transformers registers its grouped matmul
+    fallback (one matmul per expert that has tokens) as an op of its own."""
+    ops = {aten.embedding.default: 0, aten._grouped_mm.default: 1}
+    fallback = getattr(getattr(torch.ops, "transformers", None), "grouped_mm_fallback", None)
+    if fallback is not None:
+        ops[fallback.default] = 1
+    return ops
+
+
+VIEWS = {aten.transpose.int, aten.permute.default, aten.t.default}  # the same bytes, other strides
+
+
+def _only_gathered(node: fx.Node, gathering: dict) -> bool:
+    """Whether every use of `node`, through views of it, gathers from it (`gathering`: op ->
+    the argument it gathers from)."""
+    for user in node.users:
+        if user.target in VIEWS and user.args[0] is node:
+            if not user.users or not _only_gathered(user, gathering):
+                return False
+        elif not (user.target in gathering and len(user.args) > gathering[user.target]):
+            return False
+        elif user.args[gathering[user.target]] is not node:
+            return False
+    return True
 
 
 def _writable_in_place(value: fx.Node, buffer: fx.Node) -> bool:

@@ -218,7 +218,7 @@ class GenerativeModule:
             mapped = [(b.names[0], b.nbytes) for b in bound if is_mapped(b.tensor)]
             if mapped:
                 tables = ", ".join(f"{name} ({format_bytes(nbytes)})" for name, nbytes in mapped)
-                lines.append(f"Mapped from disk, a call reading only the rows it gathers: {tables}")
+                lines.append(f"Mapped from disk, a call reading only what it gathers from them: {tables}")
         return "\n".join(lines)
 
     def close(self) -> None:

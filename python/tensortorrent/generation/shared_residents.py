@@ -18,9 +18,9 @@ the longest prefill cannot stream beside it, the planner's error names the RAM i
 needs, and the set shrinks by the excess, a few times at most, before falling back to
 what that program holds planned alone.
 
-Embedding tables (weights only gathered from: a call reads the rows of its tokens) are
-in every set at no cost: mapped from their file (storage/mapped_weights.py), neither
-held in the budget's RAM nor streamed whole on every call."""
+Weights that calls only gather from (an embedding's table, stacked experts) are in
+every set at no cost: mapped from their file (storage/mapped_weights.py), neither held
+in the budget's RAM nor streamed whole on every call."""
 
 from __future__ import annotations
 
@@ -88,7 +88,7 @@ class _Weights:
         self._on_disk = parts.weights_on_disk
         self._bound = {tensor.slot: tensor for tensor in parts.program.bound if tensor.slot in self._on_disk.ranges}
         self._read: dict[int, torch.Tensor] = {}  # the last set's tensors: the next set, smaller, reuses them
-        # The embedding tables that map: in every set, costing none of the budget.
+        # The gathered weights that map: in every set, costing none of the budget.
         gathered = parts.program.gathered_slots & self._bound.keys()
         mapped = {slot: map_slot(self._on_disk, slot) for slot in sorted(gathered)}
         self._mapped = {slot: tensor for slot, tensor in mapped.items() if tensor is not None}

@@ -1,10 +1,11 @@
-"""Weights mapped from their file instead of read: an embedding table that a call gathers rows from.
+"""Weights mapped from their file instead of read: those a call only gathers from.
 
-A decode step of a language model reads one row of its token embedding per token, yet a
-streamed table is read whole on every call, and a resident one holds the whole table in
-RAM. Mapped, the table costs what a call touches: the pages of the rows it gathers, read
-on first touch into the page cache, which the kernel reclaims under pressure (a
-container's limit included), never the budget's RAM. The range is checked against its
+A decode step of a language model reads one row of its token embedding per token, and
+of a mixture of experts' stacked experts the few its token is routed to; yet a streamed
+tensor is read whole on every call, and a resident one is held whole in RAM. Mapped, it
+costs what a call touches: the pages of the rows it gathers, read on first touch into
+the page cache, which the kernel reclaims under pressure (a container's limit
+included), never the budget's RAM. The range is checked against its
 CRC-32C once, when mapped, by plain reads whose pages are let go after (the mapping's
 own pages are touched only by the calls).
 
