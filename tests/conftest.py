@@ -120,6 +120,12 @@ def plugins_from(monkeypatch):
 
 
 @pytest.fixture
+def apart_device(plugins_from):
+    plugins_from("apart")  # the "apart" backend: one device, apart:0, whose resident weights are copies
+    return "apart:0"
+
+
+@pytest.fixture
 def hooks():
     Hooks.calls = []
     Hooks.on_probe = None

@@ -10,9 +10,11 @@ import torch
 from e2e.test_peaks import simulated_peaks
 from e2e.test_training import parameter_copies, train_side_by_side
 from e2e.test_virtual_devices import BATCH, LAYER_BYTES, WIDTH, Stack
+from unit.test_partition import Cache
 
 import tensortorrent as tt
 from conftest import assert_parity
+from tensortorrent import core
 
 
 @pytest.fixture
@@ -90,12 +92,6 @@ def test_training_on_a_backends_device_in_host_memory_gives_eager_gradients(exam
         torch.testing.assert_close(got.grad, expected.grad, rtol=1e-4, atol=1e-5)
 
 
-@pytest.fixture
-def apart_device(plugins_from):
-    plugins_from("apart")  # the "apart" backend: one device, apart:0, whose resident weights are copies
-    return "apart:0"
-
-
 @pytest.mark.parametrize("budget_layers", [None, 2.7], ids=["resident", "over-budget"])
 def test_training_on_a_device_with_memory_of_its_own_streams_parameters_and_eval_sees_the_steps(
     apart_device, budget_layers
@@ -140,3 +136,28 @@ def test_new_weights_change_the_outputs_where_the_device_holds_copies(apart_devi
     with torch.no_grad():  # an edit in place, as weight surgery does
         next(model.parameters()).add_(1.0)
     torch.testing.assert_close(compiled(x), model(x), rtol=1e-5, atol=1e-6)
+
+
+def test_a_buffer_written_in_place_on_a_device_stays_there_and_a_program_reading_it_in_ram_sees_its_writes(
+    apart_device,
+):
+    torch.manual_seed(0)
+    model, eager = Cache(peek=False), Cache(peek=False)
+    rows, values = torch.tensor([0, 1]), torch.zeros(2, 4)  # compiling runs it: zeros leave the cache as it is
+    on_device = tt.compile(model, (rows, values), devices=[apart_device])
+    in_ram = tt.compile(model, (rows, values), devices="cpu")
+    assert on_device.in_place_tiers == {apart_device: model.cache.nbytes} and in_ram.in_place_tiers == {"ram": 128}
+    program = on_device._plane.plan.program
+    copied = [program.buffers[b].bytes for i in program.schedule.instructions if i.kind == K.Copy for b in i.reads]
+    assert sum(copied) < model.cache.nbytes, "the inputs and the output cross the link; the cache does not"
+    for step in range(4):
+        compiled = (on_device, in_ram)[step % 2]
+        rows, values = torch.tensor([step, step + 4]), torch.randn(2, 4)
+        torch.testing.assert_close(compiled(rows, values), eager(rows, values), msg=f"step {step}")
+        if step == 0:  # the device's copy is the cache now; the model's tensor in RAM waits for a reader
+            assert not model.cache.any()
+    assert list(on_device.last_peak_bytes.values()) == simulated_peaks(on_device)
+    torch.testing.assert_close(in_ram(rows, values), eager(rows, values))  # the last writes came back
+
+
+K = core.InstructionKind

@@ -252,6 +252,32 @@ def test_the_cache_is_counted_in_ram_and_a_decode_steps_peaks_equal_the_simulati
     generative.close()
 
 
+def test_on_a_device_with_memory_of_its_own_the_programs_share_one_copy_and_the_cache_never_crosses(apart_device):
+    torch.manual_seed(0)
+    model = built("llama")
+    ids, mask = left_padded(PROMPTS[:2])
+    expected = hugging_face(model, ids, mask, max_new_tokens=8)
+    generative = tt.compile_for_generation(
+        model, max_length=16, batch_size=2, prompt_buckets=[4], devices=[apart_device]
+    )
+    decode, prefill = generative.programs[1], generative.programs[4]
+    out = generative.generate(ids, mask, max_new_tokens=8, eos_token_id=STOP, pad_token_id=0)
+    torch.testing.assert_close(out, expected, rtol=0, atol=0)
+    # The device holds the weights and the cache once, for both programs (a copy each held them twice).
+    backend, index = decode._plane.devices[apart_device]
+    held = weight_bytes(model) + generative.kv_cache_bytes
+    assert 0.99 * held < backend.memory(index).allocated < 1.1 * held
+    for program in (decode, prefill):
+        assert program.in_place_tiers == {apart_device: generative.kv_cache_bytes}
+        lowered = program._plane.plan.program
+        copies = [i for i in lowered.schedule.instructions if i.kind == core.InstructionKind.Copy]
+        moved = sum(lowered.buffers[b].bytes for i in copies for b in i.reads)
+        assert moved < generative.kv_cache_bytes // 4, "tokens, mask and logits cross the link; the cache does not"
+    assert list(decode.last_peak_bytes.values()) == simulated_peaks(decode)
+    assert f"cache in {apart_device} 16.0 KiB" in generative.explain()
+    generative.close()
+
+
 MOE = dict(head_dim=16, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32)
 MORE_DECODERS = {
     "mistral": lambda: transformers.MistralForCausalLM(transformers.MistralConfig(**DECODER)),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from tensortorrent.backends.host_memory import HostMemoryBackend
-from tensortorrent.runtime.held_weights import HeldWeights
+from tensortorrent.runtime.held_weights import HeldWeights, bring_back
 
 
 class Copying(HostMemoryBackend):
@@ -44,3 +44,18 @@ def test_a_weight_a_device_keeps_as_it_is_is_not_tracked():
     assert held.hold(CpuBackend(), 0, weight) is weight
     weight.add_(1.0)
     assert held.refresh() == 0
+
+
+def test_programs_holding_one_tensor_share_its_copy_and_one_that_writes_it_is_brought_back_for_ram():
+    backend, cache = Copying(), torch.zeros(4)
+    writer, reader = HeldWeights(), HeldWeights()
+    copy = writer.hold(backend, 0, cache, written=True)
+    assert reader.hold(backend, 0, cache) is copy, "one copy per device"
+    assert bring_back([cache]) == 0, "no call has written it yet"
+    writer.refresh()  # a call of the program that writes it starts: the copy is the newer from now on
+    copy.fill_(3.0)
+    assert bring_back([torch.zeros(4)]) == 0 and not cache.any(), "only the tensors asked for"
+    assert bring_back([cache]) == cache.nbytes and bool((cache == 3.0).all())
+    assert reader.refresh() == 0, "the two agree: nothing to copy again"
+    cache.add_(1.0)  # a program in RAM writes it: the device's copy follows before the next call there
+    assert writer.refresh() == cache.nbytes and bool((copy == 4.0).all())

@@ -197,13 +197,17 @@ class GenerativeModule:
         lines = [
             f"Generation: {self._spec.model_name}, batch_size {self.batch_size}, max_length {self.max_length}",
             f"KV cache: {format_bytes(self.kv_cache_bytes)} ({self._spec.cache_layers} layers of keys and "
-            "values), the module's buffers in host RAM, written in place by every program",
+            "values), written in place by every program: each layer's where the program computes it (a "
+            "device holds its copy for good; a program reading it in RAM first brings that copy back)",
             "Programs (one cache, one set of weights):",
-            f"  decode ({self.batch_size} x 1 token): {_predicted(decode)} per token, on {_devices(decode)}",
+            f"  decode ({self.batch_size} x 1 token): {_predicted(decode)} per token, on {_devices(decode)}; "
+            f"{_cache_tiers(decode)}",
         ]
         for length in self.prompt_lengths:
             program, shape = self._programs[length], f"{self.batch_size} x {length} tokens"
-            lines.append(f"  prefill ({shape}): {_predicted(program)} per chunk, on {_devices(program)}")
+            lines.append(
+                f"  prefill ({shape}): {_predicted(program)} per chunk, on {_devices(program)}; {_cache_tiers(program)}"
+            )
         lines.append(
             "Prompts are left-padded to the batch's longest and prefilled in chunks of these lengths, longest first."
         )
@@ -277,6 +281,11 @@ def _predicted(program: CompiledModule) -> str:
 
 def _devices(program: CompiledModule) -> str:
     return ", ".join(sorted(set(program.region_devices)))
+
+
+def _cache_tiers(program: CompiledModule) -> str:
+    tiers = program.in_place_tiers
+    return "cache in " + ", ".join(f"{name} {format_bytes(nbytes)}" for name, nbytes in sorted(tiers.items()))
 
 
 def _token_ids(name: str, value: object) -> list[int]:

@@ -23,8 +23,8 @@ Rules, in generation order (region by region, in topological order):
   they fit, so that their reads overlap this region's compute.
 - a value needed on another tier is copied once per tier, grouped by the instruction that
   made it; between two devices it goes over their peer link where they have one, else
-  through RAM. Model outputs and mutated buffers
-  come back to RAM.
+  through RAM. Model outputs and mutated buffers come back to RAM, but a buffer
+  written in place on a device (a KV cache), which that device holds for good.
 - a virtual device and a link run their instructions one at a time, in generation order.
 - every transient buffer is freed right after its last reader in generation order (the
   Free waits for every reader, so it runs after the last one to finish).
@@ -76,10 +76,15 @@ class LoweredProgram:
     carried: dict[int, int]  # copy -> its source, for values without bytes (the Python side carries them)
     views: dict[int, tuple[torch.dtype, tuple[int, ...]]]  # buffers the core holds, handed to torch as views
     outputs: tuple[tuple[int | None, object], ...]  # per model output: (buffer in RAM, or None and a constant)
-    mutations: tuple[int, ...]  # per runner.mutations entry: the buffer in RAM written back into the model's
+    # Per runner.mutations entry: the buffer in RAM written back into the model's, or None
+    # where a device holds the buffer and writes it in place (see homes).
+    mutations: tuple[int | None, ...]
     resident: dict[int, int] = field(default_factory=dict)  # bound slot -> buffer loaded once from the file
     parts: dict[int, tuple[int, int]] = field(default_factory=dict)  # preset buffer -> rows of its slot's tensor
     joined: frozenset[int] = frozenset()  # compute ids that join a split layer's two sides
+    # Bound slot -> the device tier that holds its buffer and writes it in place (a KV
+    # cache): the model's tensor in RAM is not updated (runtime/held_weights.py).
+    homes: dict[int, int] = field(default_factory=dict)
     splits: tuple[LayerSplit, ...] = ()
     streamed: dict[int, tuple[StreamedWeight, ...]] = field(default_factory=dict)  # region -> weights loaded per call
     # The program the simulator timed for this one, where this one keeps more loads in
@@ -206,6 +211,8 @@ class _Lowering(WeightStreams, ActivationSpill, SplitLayers):
         self.disk_resident: dict[int, int] = {}
         self.disk_streamed: dict[int, list[StreamedWeight]] = {}
         self.loaded_slot: dict[int, int] = {}  # buffer a Load writes -> the bound slot it holds
+        self.homes: dict[int, int] = {}  # bound slot -> the device tier holding the buffer a region writes in place
+        self.alias_of: dict[int, int] = {}  # a region's output written in place -> the buffer it wrote
         self.init_activation_spill(activation_budget)
 
     # Building blocks -------------------------------------------------------------------
@@ -229,15 +236,20 @@ class _Lowering(WeightStreams, ActivationSpill, SplitLayers):
     def made_bytes(self, slot: int) -> int:
         """The bytes a CPU region's output adds: none for one it writes in place into a
         buffer of the model in RAM (a KV cache), whose bytes are counted as the buffer's."""
-        return 0 if slot in self.runner.in_place_slots else self.size(slot)
+        return 0 if slot in self.runner.in_place else self.size(slot)
 
     def output_buffer(self, tier: int, slot: int, label: str) -> int:
-        """A region's output buffer (see made_bytes). On a device, one written in place is
-        the device's copy of the buffer, copied back to RAM after the call: it keeps its
-        bytes, as a copy's source and target have the same."""
-        if tier == RAM and slot in self.runner.in_place_slots:
-            return self.buffer(tier, slot, LIFE.Transient, f"{label} (in place)", nbytes=0, torch_owned=True)
-        return self.buffer(tier, slot, LIFE.Transient, label)
+        """A region's output buffer (see made_bytes). One written in place into a buffer on
+        the region's tier (the model's in RAM, or the copy a device holds for good) adds no
+        bytes; in a training program on a device, it is the device's copy of the buffer,
+        copied back to RAM after the call, and keeps its bytes."""
+        written = self.runner.in_place.get(slot)
+        home = self.on_tier.get((written, tier)) if self.homes.get(written, RAM) == tier else None
+        if home is None:
+            return self.buffer(tier, slot, LIFE.Transient, label)
+        buffer = self.buffer(tier, slot, LIFE.Transient, f"{label} (in place)", nbytes=0, torch_owned=True)
+        self.alias_of[buffer] = home  # a copy of the value elsewhere reads the buffer's bytes
+        return buffer
 
     def emit(self, op: Op, serial: bool = False) -> int:
         ident = len(self.ops)
@@ -269,6 +281,7 @@ class _Lowering(WeightStreams, ActivationSpill, SplitLayers):
         """One Copy of `sources` (all on one tier) to `to_tier`, on their link; with
         `register`, later readers there use the copies (streamed weights are their region's alone)."""
         from_tier = self.buffers[sources[0]]["tier"]
+        reads = [self.alias_of.get(source, source) for source in sources]
         targets = []
         for source in sources:
             slot = self.value_of[source]
@@ -277,11 +290,11 @@ class _Lowering(WeightStreams, ActivationSpill, SplitLayers):
                 self.carried[target] = source
             targets.append(target)
         link = self.machine.link(from_tier, to_tier)
-        seconds = self.machine.link_seconds(link, sum(self.buffers[s]["bytes"] for s in sources))
+        seconds = self.machine.link_seconds(link, sum(self.buffers[s]["bytes"] for s in reads))
         name = f"{label} -> {self.machine.tier_names[to_tier]}"
         queue = self.machine.link_queue(from_tier, to_tier)
         self.emit(
-            Op(K.Copy, queue, sources, targets, deps, name, seconds, self.declared(max(from_tier, to_tier), seconds)),
+            Op(K.Copy, queue, reads, targets, deps, name, seconds, self.declared(max(from_tier, to_tier), seconds)),
             serial=True,
         )
         return targets
@@ -404,11 +417,13 @@ class _Lowering(WeightStreams, ActivationSpill, SplitLayers):
 
     def finish(self, cpu_slots: int, io_depth: int, capacities) -> LoweredProgram:
         runner = self.runner
-        returned = [slot for slot, _ in runner.outputs if slot is not None] + [slot for slot, _ in runner.mutations]
+        on_devices = {slot for slot, written in runner.in_place.items() if written in self.homes}
+        updated = [slot for slot, _ in runner.mutations if slot not in on_devices]
+        returned = [slot for slot, _ in runner.outputs if slot is not None] + updated
         in_ram = self.values_on(returned, RAM)
         self.kept.update(in_ram.values())
         outputs = tuple((in_ram[slot] if slot is not None else None, constant) for slot, constant in runner.outputs)
-        mutations = tuple(in_ram[slot] for slot, _ in runner.mutations)
+        mutations = tuple(in_ram.get(slot) for slot, _ in runner.mutations)
         ops = self.with_frees()
         return self.program(ops, outputs, mutations, cpu_slots, io_depth, capacities)
 
@@ -507,6 +522,7 @@ class _Lowering(WeightStreams, ActivationSpill, SplitLayers):
             parts=dict(self.parts),
             joined=frozenset(new_id[old] for old in self.joined),
             splits=tuple(self.splits[r] for r in sorted(self.splits)),
+            homes=dict(self.homes),
         )
 
     def file_spec(self, index: int) -> core.FileSpec:

@@ -84,18 +84,35 @@ class WeightStreams:
     def resident_on_devices(self) -> None:
         """Resident parameters of regions on virtual devices: the host tensors, counted once
         per device, or where only the region reads a weight on disk, read once into the
-        device's memory."""
+        device's memory. So is, whatever the region's weights do, a buffer that a region on
+        a device writes in place (a KV cache): the device's copy is the buffer from then on
+        (see kept_on_devices)."""
         on_devices = self.loaded_onto_devices
         for region, kernel in enumerate(self.runner.kernels):
-            if self.on_device[region] and self.resident[region]:
-                tier = self.tier_of(region)
-                for slot in kernel.in_slots:
-                    if slot < self.bound and (slot, tier) not in self.on_tier:
-                        if slot in on_devices:
-                            buffer = self.loaded_once(tier, slot)
-                        else:
-                            buffer = self.buffer(tier, slot, LIFE.Resident, f"weight {slot}", torch_owned=True)
-                        self.preset.append((buffer, slot))
+            if not self.on_device[region]:
+                continue
+            tier = self.tier_of(region)
+            held = [s for s in kernel.in_slots if s < self.bound] if self.resident[region] else []
+            for slot in self.kept_on_devices(region):
+                self.homes[slot] = tier
+                held.append(slot)
+            for slot in held:
+                if (slot, tier) not in self.on_tier:
+                    if slot in on_devices:
+                        buffer = self.loaded_once(tier, slot)
+                    else:
+                        buffer = self.buffer(tier, slot, LIFE.Resident, f"weight {slot}", torch_owned=True)
+                    self.preset.append((buffer, slot))
+
+    def kept_on_devices(self, region: int) -> list[int]:
+        """The bound slots of the buffers region `region` (on a device) writes in place, in
+        an inference program: held in the device's memory, written there and never copied
+        back to RAM. A training program's copies them in and out on every call, as autograd
+        records its calls on clones of the buffers it updates."""
+        if self.runner.saved_bytes:
+            return []
+        in_place = self.runner.in_place
+        return [in_place[slot] for slot in self.runner.kernels[region].out_slots if slot in in_place]
 
     def streamed_queues(self) -> dict[int, list[int]]:
         """Per queue that streams weights (io, or a device's h2d link), its streamed regions in order."""

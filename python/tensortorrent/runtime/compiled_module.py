@@ -41,6 +41,7 @@ from .device_direct import DeviceDirect
 from .device_kernels import describe_device_kernels
 from .executable import Executable
 from .heap_retention import retain_heap_for
+from .held_weights import bring_back
 from .program_runner import detach_outputs
 from .region_backends import RegionBackends
 
@@ -216,6 +217,9 @@ class CompiledModule(nn.Module):
         for parameter, version in self._compiled_versions:
             if parameter._version != version:
                 raise self._streamed_weights_fixed("changing a parameter in place after compiling")
+        if self._runner.mutations:  # a buffer another program writes on a device comes back first
+            plane = self._plane
+            bring_back(plane.read_in_ram if plane is not None else [buffer for _, buffer in self._runner.mutations])
         for holder in (self._plane, self._on_device):
             if holder is not None:
                 holder.held.refresh()
@@ -365,6 +369,17 @@ class CompiledModule(nn.Module):
     def region_devices(self) -> list[str]:
         """The device each region computes on, in region order."""
         return list(self._plan.devices)
+
+    @property
+    def in_place_tiers(self) -> dict[str, int]:
+        """Where the buffers its calls write in place (a KV cache) are: tier name ("ram", or
+        the device holding them for good) -> their bytes there."""
+        homes = self._plane.plan.homes if self._plane is not None else {}
+        tiers: dict[str, int] = {}
+        for written in self._runner.in_place.values():
+            name = self._plane.plan.program.tiers[homes[written]].name if written in homes else "ram"
+            tiers[name] = tiers.get(name, 0) + self._runner.slot_bytes[written]
+        return tiers
 
     @property
     def last_peak_bytes(self) -> dict[str, int]:

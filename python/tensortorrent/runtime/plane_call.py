@@ -242,7 +242,7 @@ class PlaneCall:
     def finish(self) -> Any:
         """Applies buffer mutations and assembles the user's output structure from RAM."""
         lowered = self._lowered
-        update_buffers(self._runner.mutations, [self.value(buffer) for buffer in lowered.mutations])
+        update_buffers(self._runner.mutations, [self.value(b) if b is not None else None for b in lowered.mutations])
         flat = []
         for buffer, constant in lowered.outputs:
             if buffer is None:

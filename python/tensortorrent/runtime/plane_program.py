@@ -105,16 +105,27 @@ class PlaneProgram:
         return self.devices[self.plan.program.tiers[tier].name]
 
     def _held_on_devices(self) -> dict[int, Any]:
-        """The resident weights on devices: each copied into its device's memory once (and
-        again where training changed it: runtime/held_weights.py)."""
+        """The resident weights on devices, and the buffers written in place there: each
+        copied into its device's memory once (runtime/held_weights.py)."""
         program, values = self.plan.program, self.runner.bound_values
         held = {}
         for buffer, slot in self.plan.preset:
             tier = program.buffers[buffer].tier
             if tier != RAM and values[slot] is not None and program.buffers[buffer].lifetime == LIFE.Resident:
                 backend, index = self._device_of(tier)
-                held[buffer] = self.held.hold(backend, index, values[slot])
+                held[buffer] = self.held.hold(backend, index, values[slot], written=slot in self.plan.homes)
         return held
+
+    @property
+    def read_in_ram(self) -> list[torch.Tensor]:
+        """The buffers of the model its calls update in RAM (those a device holds and
+        writes in place aside): a device's newer copy of one comes back first
+        (runtime/held_weights.py)."""
+        return [
+            buffer
+            for (_, buffer), target in zip(self.runner.mutations, self.plan.mutations)
+            if target is not None and isinstance(buffer, torch.Tensor)
+        ]
 
     def predicted_s(self) -> float:
         """The simulated duration of one call (0 when the program carries no predictions)."""

@@ -106,8 +106,9 @@ class ProgramRunner:
         self.mutations = [(slot_of[node], buffer) for node, buffer in program.buffer_mutations]
         # The bound slots of the buffers a call updates (batch norm's running statistics).
         self.mutated_bound_slots = program.mutated_slots
-        # The mutations a region writes in place: their value is their buffer (no bytes of its own).
-        self.in_place_slots = frozenset(slot_of[node] for node in program.in_place)
+        # The mutations a region writes in place (their value is their buffer, no bytes of
+        # their own): mutation slot -> the bound slot of its buffer.
+        self.in_place = {slot_of[node]: slot_of[node.args[0]] for node in program.in_place}
         # Bound tensors mapped from their file (storage/mapped_weights.py): no RAM of the budget's.
         self.mapped_slots = frozenset(b.slot for b in program.bound if is_mapped(b.tensor))
         self.kept_slots = frozenset(slot_of[node] for node in kept)
@@ -241,11 +242,12 @@ class InlineCall:
 
 def update_buffers(mutations: list[tuple[int, torch.Tensor]], values: list[Any]) -> None:
     """Writes a call's new buffer values (running statistics, a copy of a cache a device
-    wrote) into the model's buffers, but those written in place already; an update is not
+    wrote) into the model's buffers, but those written in place already (the buffer
+    itself, or None: a device's copy of it, runtime/held_weights.py); an update is not
     part of what autograd differentiates."""
     with torch.no_grad():
         for (_, buffer), value in zip(mutations, values):
-            if value is not buffer:
+            if value is not None and value is not buffer:
                 buffer.copy_(value)
 
 
