@@ -52,9 +52,11 @@ class CompileConfig:
     objective_weights: with Objective.WEIGHTED only, the weight of each measure, e.g.
         {"latency": 1.0, "throughput": 0.0, "memory": 0.5}; missing names weigh 0.
     prefetch_distance: when weights stream from disk, how many streamed regions' reads
-        are issued ahead of the region computing (0: read a region's weights only after
-        the previous streamed region computed); None lets the planner choose among 3, 2,
-        1 and 0 by simulating each layout that fits the budget.
+        are issued ahead of the region computing, counted in bytes of the largest
+        streamed region (more regions ahead where they are smaller; 0: read the next
+        weights only once those of the region computing fit beside them in one
+        largest region's bytes); None lets the planner choose among 3, 2, 1 and 0 by
+        simulating each layout that fits the budget.
     io_queue_depth: reads the I/O engine keeps in flight when weights stream; None
         measures the weights file's device (buffered and O_DIRECT at 2, 4 and 8 reads in
         flight) once per device (cached for a week, see tensortorrent doctor) and takes

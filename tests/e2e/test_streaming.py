@@ -101,6 +101,36 @@ def test_the_io_engine_overlaps_reads_with_compute(mlp_artifact):
     assert report.read_us > 0 and 0 <= report.read_overlapped_us <= report.read_us + 1e-6
 
 
+def test_small_streamed_regions_load_further_ahead_within_the_bytes_of_the_largest(tmp_path):
+    torch.manual_seed(0)
+    wide, narrow = 256, 16  # a large layer, then small ones: 1/16 of its weights each
+    pairs = [nn.Linear(*shape) for _ in range(8) for shape in ((wide, narrow), (narrow, wide))]
+    layers = [nn.Linear(wide, wide), *pairs]
+    model, x = nn.Sequential(*layers).eval(), torch.randn(2, wide)
+    tt.compile(model, (x,)).save(tmp_path / "m")
+    compiled = streamed(tmp_path / "m", weight_bytes(model) * 3 // 4, prefetch_distance=0)
+    torch.testing.assert_close(compiled(x), eager_outputs(model, (x,)))
+    plan = compiled._plane.plan
+    program, region_of = plan.program, {w.buffer: r for r, ws in plan.streamed.items() for w in ws}
+    loads = [i for i in program.schedule.instructions if i.kind == _core.InstructionKind.Load]
+    assert len(plan.streamed) > 3
+    # The loads after the large layer's all wait for its weights' Free only: as many small
+    # regions as fit in its bytes are read together, not one after another.
+    instructions = program.schedule.instructions
+    gated: dict[int, set[int]] = {}
+    for load in loads:
+        for free in (d for d in load.deps if instructions[d].kind == _core.InstructionKind.Free):
+            gated.setdefault(free, set()).add(region_of[load.writes[0]])
+    assert max(len(regions) for regions in gated.values()) >= 8
+    seconds = [1e-3 if i.kind == _core.InstructionKind.Compute else 0.0 for i in program.schedule.instructions]
+    seconds = [
+        -1.0 if i.kind == _core.InstructionKind.Load else s for i, s in zip(program.schedule.instructions, seconds)
+    ]
+    simulated = _core.simulate_program(program, seconds, queue_bytes_per_s=[0.0, 1e9])
+    assert compiled.last_peak_bytes["ram"] == simulated.peak_bytes[0]
+    assert simulated.peak_bytes[0] <= program.memory_plan.arena_bytes[0] <= plan.budget_bytes
+
+
 def test_streamed_regions_are_the_largest_then_spread_through_their_size_ending_with_the_last():
     groups = [[10, 20], [1, 2, 3, 4, 5, 6, 7, 8]]  # two regions of one size, then eight smaller ones
     assert streamed_regions(groups, 1, spread=True) == {20}

@@ -13,9 +13,12 @@ Rules, in generation order (region by region, in topological order):
   whose weights stream reads them from a `Load` of their file range; a region on a
   virtual device whose weights stream from disk gets them by a `Load` into RAM and one
   `Copy` on its link to the device (the RAM buffers freed after it). Before a region
-  computes, the streamed weights of the next `prefetch` streamed regions of the same
-  queue are issued too, each waiting for the weights `prefetch` + 1 places back to be
-  freed: at most prefetch + 1 regions' streamed weights are held per queue.
+  computes, the streamed weights of the next streamed regions of the same queue are
+  issued too, within a window of prefetch + 1 times the largest streamed region's bytes:
+  each waits for the Free of the weights it would overflow the window beside. At most
+  that many bytes of streamed weights are held per queue: `prefetch` regions ahead
+  where they are the largest, more where they are smaller (a layer's small projections),
+  so that small loads keep the disk as busy as large ones.
 - with an activation budget (CPU regions), the region outputs held in RAM stay within it:
   before a region computes, its spilled inputs are `Reload`ed and what does not fit is
   `Spill`ed to the spill file (the value needed furthest ahead first; a value already on
@@ -363,7 +366,7 @@ class _Lowering(WeightStreams, ActivationSpill, SplitLayers):
         for slot in runner.input_slots:
             self.preset.append((self.buffer(RAM, slot, LIFE.Input, f"input {slot}"), slot))
         self.resident_on_devices()
-        queues = self.streamed_queues()
+        queues = {queue: (order, self.window_waits(queue, order)) for queue, order in self.streamed_queues().items()}
         weights_of: dict[int, dict[int, int]] = {}  # streamed region -> slot -> its streamed buffer
         spilling = self.activation_budget is not None
         if spilling:
@@ -373,9 +376,8 @@ class _Lowering(WeightStreams, ActivationSpill, SplitLayers):
             split = self.splits.get(region)
             if split is not None:  # its input on the device before the weights it prefetches
                 self.values_on([s for s in kernel.in_slots if s not in self.split_slots], tier)
-            for queue, order in queues.items():
-                ahead = sum(1 for r in order if r < region) + self.prefetch
-                self.stream_through(queue, order, ahead, weights_of)
+            for queue, (order, waits) in queues.items():
+                self.stream_through(queue, order, waits, sum(1 for r in order if r < region), weights_of)
             if spilling:
                 self.make_room(region)
             cpu_rows = self.cpu_rows(region) if split is not None else None

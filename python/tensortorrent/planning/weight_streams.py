@@ -126,13 +126,40 @@ class WeightStreams:
                     queues[self.machine.link_queue(RAM, tier)].append(region)
         return queues
 
-    def stream_through(self, queue: int, order: list[int], last: int, weights_of: dict[int, dict[int, int]]) -> None:
-        """Issues the streamed weights of order[: last + 1] not issued yet."""
-        for index in range(min(last, len(order) - 1) + 1):
+    def window_waits(self, queue: int, order: list[int]) -> list[int]:
+        """Per streamed region of `queue` (by place in `order`), the place of the one whose
+        Free its weights wait for (-1: none): the last one such that the weights from the
+        one after it through this one fit in prefetch + 1 times the largest region's bytes."""
+        sizes = [self.streamed_bytes(queue, region) for region in order]
+        window = (self.prefetch + 1) * max(sizes, default=0)
+        waits, held, first = [], 0, 0
+        for size in sizes:
+            held += size
+            while held > window:
+                held -= sizes[first]
+                first += 1
+            waits.append(first - 1)
+        return waits
+
+    def streamed_bytes(self, queue: int, region: int) -> int:
+        """The bytes of `region`'s weights that `queue` streams on every call."""
+        if queue == IO_QUEUE:
+            return sum(self.weights.ranges[slot].nbytes for slot in self.weights_on_disk(region))
+        tier = self.tier_of(region)
+        slots = {s for s in self.runner.kernels[region].in_slots if s < self.bound and (s, tier) not in self.on_tier}
+        return sum(self.size(slot) for slot in slots)
+
+    def stream_through(
+        self, queue: int, order: list[int], waits: list[int], computing: int, weights_of: dict[int, dict[int, int]]
+    ) -> None:
+        """Issues, before the `computing`-th streamed region of `order` computes, the
+        streamed weights not issued yet of those whose wait (window_waits) is over by then."""
+        for index, earlier in enumerate(waits):
+            if earlier >= computing:
+                break
             region = order[index]
             if region in weights_of:
                 continue
-            earlier = index - self.prefetch - 1
             deps = {self.weight_free[order[earlier]]} if earlier >= 0 else set()
             if queue == IO_QUEUE and self.on_device[region]:
                 weights_of[region] = self.copy_loaded(region, self.load(region, deps))

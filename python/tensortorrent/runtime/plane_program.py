@@ -183,7 +183,8 @@ class PlaneProgram:
             *self._file_lines(),
             self._integrity_line(),
             f"  layout: {self.layout}",
-            f"  prefetch distance: {plan.prefetch}; loads in flight: {program.queues[IO_QUEUE].capacity}; "
+            f"  prefetch distance: {plan.prefetch} (of the largest streamed regions' bytes); "
+            f"loads in flight: {program.queues[IO_QUEUE].capacity}; "
             f"reads: {self.reads}",
             f"  predicted per call: {self.predicted_s() * 1e3:.2f} ms (the simulator; {self.costs})",
             f"  resident: {len(plan.resident)} tensor(s), {format_bytes(resident)}, loaded once into the core's arena",
