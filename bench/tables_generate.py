@@ -67,7 +67,11 @@ def _bound(data: dict) -> str:
         ratio, step_ms = bound["tensortorrent_over_bound"], bound["decode_step_s"] * 1e3
         reads = f"Under the budget a decode step of the {model} reads {size(bound['decode_step_read_bytes'])}"
         if ratio is None:
-            lines.append(f"{reads} from storage: what it gathers was in the page cache, no disk bound.")
+            lines.append(
+                f"{reads} from storage: what it gathers stayed in the page cache, within its memory cgroup's "
+                "limit (the anonymous memory it held when built plus the same headroom as Accelerate's); "
+                "no disk bound."
+            )
             continue
         lines.append(
             f"{reads}; at the best plain read of its checkpoint in the same run ({bound['best_plain_gbps']:.2f} "
