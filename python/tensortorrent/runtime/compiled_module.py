@@ -119,6 +119,9 @@ class CompiledModule(nn.Module):
         self._submit_pool_lock = threading.Lock()
         # Calls that write buffers back into the model's shared tensors run one at a time.
         self._mutation_lock = threading.Lock() if self._runner.mutations else None
+        # The model's buffers its calls update in RAM: a device's newer copy of one comes back first.
+        plane = self._plane
+        self._read_in_ram = plane.read_in_ram() if plane is not None else [b for _, b in self._runner.mutations]
         self._submit_pool: ThreadPoolExecutor | None = None
         self._submodules = tuple(model.modules())
         # A plain list, not an attribute: nn.Module.__setattr__ costs microseconds per call.
@@ -217,9 +220,8 @@ class CompiledModule(nn.Module):
         for parameter, version in self._compiled_versions:
             if parameter._version != version:
                 raise self._streamed_weights_fixed("changing a parameter in place after compiling")
-        if self._runner.mutations:  # a buffer another program writes on a device comes back first
-            plane = self._plane
-            bring_back(plane.read_in_ram if plane is not None else [buffer for _, buffer in self._runner.mutations])
+        if self._read_in_ram:  # a buffer another program writes on a device comes back first
+            bring_back(self._read_in_ram)
         for holder in (self._plane, self._on_device):
             if holder is not None:
                 holder.held.refresh()

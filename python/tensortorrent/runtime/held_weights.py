@@ -60,7 +60,7 @@ class HeldWeights:
     def hold(self, backend: DeviceBackend, index: int, tensor: torch.Tensor, written: bool = False) -> torch.Tensor:
         """`tensor` held in device `index`'s memory (backend.hold): the copy made there
         already where another program holds one, or a new one. `written`: this program's
-        calls write the copy in place (see mark_written)."""
+        calls write the copy in place: from each call's refresh on, it is the newer."""
         key = (id(backend), index, id(tensor))
         with _lock:
             held = _held.get(key)

@@ -116,7 +116,6 @@ class PlaneProgram:
                 held[buffer] = self.held.hold(backend, index, values[slot], written=slot in self.plan.homes)
         return held
 
-    @property
     def read_in_ram(self) -> list[torch.Tensor]:
         """The buffers of the model its calls update in RAM (those a device holds and
         writes in place aside): a device's newer copy of one comes back first
