@@ -13,6 +13,7 @@ from .build import STAGES, build, compiled_module, training_twin
 from .capture import InputSignature, capture_model, normalize
 from .capture.export import check_model, functional_program
 from .capture.module_graph import ModuleGraph, checked, series
+from .compression import compressed_model
 from .config import CompileConfig
 from .errors import InvalidArgumentError, UnsupportedFeatureError
 from .from_checkpoint import compile_from_checkpoint, exported_source
@@ -60,6 +61,8 @@ def compile(
     args, kwargs = example_of(exported, example_inputs, example_kwargs)
     if config.allow_training:
         check_trainable(exported, checkpoint, config)
+    if config.weight_format is not None:
+        model = compressible(model, exported, config)
     if checkpoint is not None:
         source = exported if exported is not None else check_model(model)
         return compile_from_checkpoint(source, args, kwargs, config, checkpoint, devices, machine)
@@ -121,6 +124,17 @@ def compile_on_target(
             with progress.stage("training"):
                 compiled.attach_training(training_twin(source, target, config))
     return compiled
+
+
+def compressible(model, exported, config: CompileConfig) -> nn.Module:
+    """`model`'s copy with its weights in config.weight_format, or UnsupportedFeatureError."""
+    if exported is not None:
+        raise UnsupportedFeatureError(
+            f"weight_format={config.weight_format!r}",
+            "an exported program or a .pt2 as the model (its layers are operations, no longer modules)",
+            "pass the nn.Module itself",
+        )
+    return compressed_model(check_model(model), config.weight_format)
 
 
 def check_trainable(exported, checkpoint, config: CompileConfig) -> None:

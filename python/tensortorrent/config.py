@@ -15,6 +15,7 @@ from .errors import ConfigTypeError, ConfigValueError
 from .objective import Objective, as_objective, check_weights
 
 REGION_BACKENDS = ("eager", "inductor", "auto")
+WEIGHT_FORMATS = ("int8",)
 MAX_IO_QUEUE_DEPTH = 1024  # the I/O engine's most threads (cpp/src/storage/io_engine.cc)
 
 
@@ -81,6 +82,11 @@ class CompileConfig:
     allow_disk_streaming: False keeps every weight in RAM: a RAM budget that cannot hold
         them (with the activations) is then a tt.MemoryCapacityError before anything
         runs, instead of weights read from disk on every call.
+    weight_format: "int8" stores every linear layer's weight as int8 values with one
+        scale per output channel (weight-only: activations stay in their dtype), in RAM,
+        on disk and over every link, at about a quarter of float32's bytes; products
+        compute from them directly (docs/compressed-weights.md). None (the default)
+        keeps the weights as the model holds them. Inference only.
     """
 
     max_region_nodes: int = 256
@@ -104,6 +110,7 @@ class CompileConfig:
     validate_numerics: bool | None = None
     atol: float | None = None
     rtol: float | None = None
+    weight_format: str | None = None
 
     def __new__(cls, *args: object, **kwargs: object) -> CompileConfig:
         # Here, before the generated __init__ raises Python's own TypeError, so that a name
@@ -132,16 +139,14 @@ class CompileConfig:
         _check_bool("allow_tmpfs_spill", self.allow_tmpfs_spill)
         _check_bool("allow_training", self.allow_training)
         _check_positive_seconds("stall_timeout_s", self.stall_timeout_s)
-        if not isinstance(self.region_backend, str):
-            raise ConfigTypeError(
-                f"CompileConfig.region_backend: expected a str, got {_type_name(self.region_backend)} "
-                f"({self.region_backend!r})"
-            )
-        if self.region_backend not in REGION_BACKENDS:
-            raise ConfigValueError(
-                f"CompileConfig.region_backend: expected one of {', '.join(map(repr, REGION_BACKENDS))}, "
-                f"got {self.region_backend!r}"
-            )
+        _check_choice("region_backend", self.region_backend, REGION_BACKENDS)
+        if self.weight_format is not None:
+            _check_choice("weight_format", self.weight_format, WEIGHT_FORMATS, "None or ")
+            if self.allow_training:
+                raise ConfigValueError(
+                    f"CompileConfig.weight_format={self.weight_format!r} is for inference: expected "
+                    "allow_training=False, got True"
+                )
         if self.validate_numerics is not None:
             _check_bool("validate_numerics", self.validate_numerics)
         for name in ("atol", "rtol"):
@@ -222,6 +227,15 @@ def _check_int(name: str, value: object, *, minimum: int, maximum: int | None = 
         raise ConfigValueError(f"CompileConfig.{name}: expected an int >= {minimum}, got {value}")
     if maximum is not None and value > maximum:
         raise ConfigValueError(f"CompileConfig.{name}: expected an int <= {maximum}, got {value}")
+
+
+def _check_choice(name: str, value: object, choices: tuple[str, ...], also: str = "") -> None:
+    if not isinstance(value, str):
+        raise ConfigTypeError(f"CompileConfig.{name}: expected a str, got {_type_name(value)} ({value!r})")
+    if value not in choices:
+        raise ConfigValueError(
+            f"CompileConfig.{name}: expected {also}one of {', '.join(map(repr, choices))}, got {value!r}"
+        )
 
 
 def _check_bool(name: str, value: object) -> None:

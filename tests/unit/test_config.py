@@ -87,6 +87,7 @@ def test_valid_config_keeps_its_values():
         "validate_numerics": None,
         "atol": None,
         "rtol": None,
+        "weight_format": None,
     }
 
 

@@ -19,6 +19,7 @@ from concurrent.futures import TimeoutError as FuturesTimeout
 import torch
 
 from ..artifact.save_generation import save_generation
+from ..compression import weight_format_summary
 from ..errors import InvalidArgumentError
 from ..runtime import CompiledModule
 from ..storage.mapped_weights import is_mapped
@@ -211,6 +212,9 @@ class GenerativeModule:
         lines.append(
             "Prompts are left-padded to the batch's longest and prefilled in chunks of these lengths, longest first."
         )
+        compressed = weight_format_summary(decode.artifact_parts().program.bound)
+        if compressed:
+            lines.append(f"Weights: {compressed}")
         if any(program.streams_weights for program in self._programs.values()):
             budget = self._spec.ram_budget_bytes
             within = f" within the RAM budget of {format_bytes(budget)}" if budget is not None else ""

@@ -18,6 +18,7 @@ from .. import core
 from ..artifact.save import save_compiled
 from ..capture.program import NormalizedProgram
 from ..capture.signature import InputSignature
+from ..compression import weight_format_summary
 from ..config import CompileConfig
 from ..errors import (
     ExecutionCancelled,
@@ -473,7 +474,8 @@ class CompiledModule(nn.Module):
             self._direct_reason(),
             self._backends.describe()
             + describe_device_kernels([kernel.on_devices for kernel in self._runner.kernels])
-            + ([f"Numerics: {self.numerics_note}"] if self.numerics_note else []),
+            + ([f"Numerics: {self.numerics_note}"] if self.numerics_note else [])
+            + ([f"Weights: {compressed}"] if (compressed := weight_format_summary(program.bound)) else []),
         )
 
     def _direct_reason(self) -> str | None:

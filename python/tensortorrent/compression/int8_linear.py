@@ -1,0 +1,76 @@
+"""A linear layer whose weight is int8, one scale per output channel (weight-only).
+
+The int8 values and their scales are the layer's tensors: what the weights cache, an
+artifact and a checkpoint hold, what streams from disk and what is copied to a device,
+at a quarter of float32's bytes. They are turned back into products only where the
+product computes, by the `tensortorrent::int8_linear` op: on the CPU torch's
+weight-only kernel (aten._weight_int8pack_mm, which computes in bfloat16 there: its
+float32 kernel runs about 10x slower on the hosts measured), elsewhere the int8 values
+converted to the input's dtype on the device, the scales applied to the product's
+output. Export keeps the op whole, so every region that computes a layer calls it.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+INT8_MAX = 127  # symmetric: -127..127, so that -x quantizes as the negation of x
+
+
+def quantize_int8(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """`weight` [out, in] as int8 values and a scale per output row (in its dtype), so
+    that values * scale[:, None] is the weight to within half a step of its row."""
+    with torch.no_grad():
+        scale = weight.abs().amax(dim=1).clamp(min=torch.finfo(weight.dtype).tiny) / INT8_MAX
+        values = torch.round(weight / scale[:, None]).clamp(-INT8_MAX, INT8_MAX).to(torch.int8).contiguous()
+    return values, scale
+
+
+@torch.library.custom_op("tensortorrent::int8_linear", mutates_args=())
+def int8_linear(
+    x: torch.Tensor, weight: torch.Tensor, weight_scale: torch.Tensor, bias: torch.Tensor | None
+) -> torch.Tensor:
+    """x @ (weight * weight_scale[:, None]).T + bias, with `weight` int8 [out, in]."""
+    rows = x.reshape(-1, x.shape[-1])
+    if x.device.type == "cpu":
+        low = torch.bfloat16
+        product = torch.ops.aten._weight_int8pack_mm(rows.to(low).contiguous(), weight, weight_scale.to(low))
+        product = product.to(x.dtype)
+    else:
+        product = torch.nn.functional.linear(rows, weight.to(x.dtype)) * weight_scale.to(x.dtype)
+    if bias is not None:
+        product = product + bias
+    return product.reshape(*x.shape[:-1], weight.shape[0])
+
+
+@int8_linear.register_fake
+def _(x: torch.Tensor, weight: torch.Tensor, weight_scale: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    return x.new_empty((*x.shape[:-1], weight.shape[0]))
+
+
+class Int8Linear(nn.Module):
+    """y = x W^T + b with W held as int8 values (`weight`, [out, in]) and a float scale per
+    output feature (`weight_scale`); inference only."""
+
+    def __init__(self, weight: torch.Tensor, weight_scale: torch.Tensor, bias: torch.Tensor | None) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(weight, requires_grad=False)
+        self.weight_scale = nn.Parameter(weight_scale, requires_grad=False)
+        self.bias = nn.Parameter(bias.detach(), requires_grad=False) if bias is not None else None
+        self.out_features, self.in_features = weight.shape
+
+    @classmethod
+    def of(cls, weight: torch.Tensor, bias: torch.Tensor | None) -> Int8Linear:
+        """The layer of a float weight [out, in]; a meta weight gives meta int8 values
+        (and scales), to be read from a checkpoint that holds them."""
+        if weight.device.type == "meta":
+            values = torch.empty(weight.shape, dtype=torch.int8, device="meta")
+            return cls(values, torch.empty(weight.shape[0], dtype=weight.dtype, device="meta"), bias)
+        return cls(*quantize_int8(weight.detach()), bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return int8_linear(x, self.weight, self.weight_scale, self.bias)
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, int8 per output channel"
