@@ -5,6 +5,7 @@ import logging
 from .api import compile, compile_modules
 from .capture.graph_values import GraphInput, NodeOutput
 from .capture.module_graph import ModuleGraph, ModuleNode
+from .compression import quantize_checkpoint
 from .config import CompileConfig
 from .errors import (
     ArgumentValueError,
@@ -43,6 +44,7 @@ from .version import __version__
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 __all__ = [
+    "quantize_checkpoint",
     "GenerativeModule",
     "compile_for_generation",
     "ArgumentValueError",

@@ -14,6 +14,7 @@ from .capture import InputSignature, capture_model, normalize
 from .capture.export import check_model, functional_program
 from .capture.module_graph import ModuleGraph, checked, series
 from .compression import compressed_model
+from .compression.accuracy import measured_accuracy
 from .config import CompileConfig
 from .errors import InvalidArgumentError, UnsupportedFeatureError
 from .from_checkpoint import compile_from_checkpoint, exported_source
@@ -61,14 +62,21 @@ def compile(
     args, kwargs = example_of(exported, example_inputs, example_kwargs)
     if config.allow_training:
         check_trainable(exported, checkpoint, config)
+    original = model
     if config.weight_format is not None:
         model = compressible(model, exported, config)
     if checkpoint is not None:
         source = exported if exported is not None else check_model(model)
-        return compile_from_checkpoint(source, args, kwargs, config, checkpoint, devices, machine)
+        compiled = compile_from_checkpoint(source, args, kwargs, config, checkpoint, devices, machine)
+        if config.weight_format is not None:
+            compiled.accuracy_note = "not measured: the float weights are in the checkpoint, not in memory"
+        return compiled
     # An exported program's own module holds its weights (the same tensors) and runs its graph.
     model = exported.module() if exported is not None else model
-    return compile_on_target(model, args, kwargs, config, resolve_target(devices, machine, config), exported)
+    compiled = compile_on_target(model, args, kwargs, config, resolve_target(devices, machine, config), exported)
+    if config.weight_format is not None:
+        compiled.accuracy_note = measured_accuracy(compiled, original, args, kwargs)
+    return compiled
 
 
 def compile_on_target(

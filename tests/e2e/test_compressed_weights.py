@@ -50,6 +50,10 @@ def test_the_model_given_keeps_its_float_layers_and_the_compiled_one_holds_int8(
     assert len(layers) == sum(isinstance(m, nn.Linear) for m in model.modules())
     assert all(m.weight.dtype == torch.int8 for m in layers)
     assert "int8 weight-only" in compiled.explain()
+    accuracy = compiled.accuracy_note  # measured at compile against the float model, on the example inputs
+    assert accuracy.startswith("against the float weights on the example inputs: largest difference")
+    assert "cosine 0.99" in accuracy and "top-1 agreement of the logits" in accuracy
+    assert f"accuracy {accuracy}" in compiled.explain()
 
 
 def test_int8_greedy_generation_equals_the_int8_model_run_eagerly():

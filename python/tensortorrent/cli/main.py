@@ -8,7 +8,7 @@ import sys
 import traceback
 
 from ..errors import TensorTorrentError
-from . import cache, demo, doctor, explain, export_pipeline, generate, serve, validate
+from . import cache, demo, doctor, explain, export_pipeline, generate, quantize, serve, validate
 
 USER_ERROR_STATUS = 2  # as argparse exits on a bad command line
 
@@ -25,6 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_parser(commands)
     export_pipeline.add_parser(commands)
     generate.add_parser(commands)
+    quantize.add_parser(commands)
     serve.add_parser(commands)
     validate.add_parser(commands)
     return parser

@@ -101,8 +101,10 @@ class CompiledModule(nn.Module):
         self._config = config
         self._backends = executable.backends
         self._runner = executable.runner
-        # What explain() says of the numerics check (tt.compile sets it after the check ran).
+        # What explain() says of the numerics check (tt.compile sets it after the check ran),
+        # and of compressed weights' accuracy (measured by tt.compile with weight_format).
         self.numerics_note: str | None = None
+        self.accuracy_note: str | None = None
         self._streams = executable.streams
         self._on_device: DeviceDirect | None = executable.on_device
         self._plane = executable.plane
@@ -475,7 +477,8 @@ class CompiledModule(nn.Module):
             self._backends.describe()
             + describe_device_kernels([kernel.on_devices for kernel in self._runner.kernels])
             + ([f"Numerics: {self.numerics_note}"] if self.numerics_note else [])
-            + ([f"Weights: {compressed}"] if (compressed := weight_format_summary(program.bound)) else []),
+            + ([f"Weights: {compressed}"] if (compressed := weight_format_summary(program.bound)) else [])
+            + ([f"  accuracy {self.accuracy_note}"] if self.accuracy_note else []),
         )
 
     def _direct_reason(self) -> str | None:

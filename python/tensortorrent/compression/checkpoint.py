@@ -1,0 +1,166 @@
+"""tt.quantize_checkpoint: a checkpoint's linear layers written once as int8, a tensor at a time.
+
+A model too large for RAM cannot be loaded to be compressed, so the checkpoint is read
+tensor by tensor (holding the largest one and its int8 copy at most) and written as the
+checkpoint of the model's compressed copy (compression/model.py): each linear layer's
+`weight` int8 and its `weight_scale`, every other tensor as it was, under the model's
+own names. A later compile of the model (on the meta device) with
+CompileConfig(weight_format="int8") and checkpoint= that folder reads the int8 values
+in place. The folder also holds `quantization.json` (what wrote it, in which format
+version) and the source's `config.json` where it had one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+
+import torch
+from torch import nn
+
+from ..errors import CheckpointError, InvalidArgumentError
+from ..files import write_text_atomically
+from ..observe.progress import CompileProgress
+from ..storage.checkpoint import as_path, open_checkpoint, read_tensor
+from ..storage.name_matching import match_checkpoint
+from ..storage.safetensors_file import write_safetensors
+from .int8_linear import Int8Linear, quantize_int8
+from .model import compressed_model
+
+RECORD = "quantization.json"
+RECORD_VERSION = 1
+WEIGHTS = "model.safetensors"
+
+
+def quantize_checkpoint(
+    src: str | os.PathLike, dst: str | os.PathLike, weight_format: str = "int8", *, model: nn.Module | None = None
+) -> str:
+    """Writes folder `dst` (new, or empty) holding `src`'s checkpoint with its linear layers
+    in `weight_format`; returns its path. `model` says which tensors are linear layers
+    (build it on the meta device); None builds it from the `config.json` of a Hugging
+    Face folder `src` (transformers' class named in its `architectures`). Nothing is left
+    at `dst` when it fails."""
+    if weight_format != "int8":
+        raise InvalidArgumentError(f"quantize_checkpoint: weight_format: expected 'int8', got {weight_format!r}")
+    target = as_path(dst, "quantize_checkpoint: dst")
+    if os.path.exists(target) and not (os.path.isdir(target) and not os.listdir(target)):
+        raise InvalidArgumentError(f"quantize_checkpoint: dst {target}: expected a new or empty folder")
+    checkpoint = open_checkpoint(src)
+    source_folder = _folder_of(as_path(src, "quantize_checkpoint: src"))
+    model = model if model is not None else model_of_folder(source_folder)
+    parent = os.path.dirname(os.path.abspath(target))
+    os.makedirs(parent, exist_ok=True)
+    partial = tempfile.mkdtemp(prefix=f".{os.path.basename(target)}-", suffix=".partial", dir=parent)
+    try:
+        with CompileProgress(["quantize"]) as progress, progress.stage("quantize"):
+            layers = _write_compressed(model, checkpoint, os.path.join(partial, WEIGHTS))
+        record = {"format": "tensortorrent.weight_format", "version": RECORD_VERSION, "weight_format": weight_format}
+        record["layers"] = layers
+        write_text_atomically(os.path.join(partial, RECORD), json.dumps(record, indent=1) + "\n", "quantize_checkpoint")
+        config = os.path.join(source_folder, "config.json") if source_folder else None
+        if config and os.path.isfile(config):
+            shutil.copyfile(config, os.path.join(partial, "config.json"))
+        if os.path.isdir(target):
+            os.rmdir(target)
+        os.rename(partial, target)
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+    return target
+
+
+def _write_compressed(model: nn.Module, checkpoint, path: str) -> int:
+    """Writes the compressed copy of `model`'s tensors, read from `checkpoint`; returns
+    how many linear layers are int8."""
+    float_names = _names_by_tensor(model)
+    expected = {name: (t.dtype, tuple(t.shape)) for names, t in float_names for name in names}
+    tied = {name: names[0] for names, _ in float_names for name in names[1:]}
+    matched = match_checkpoint(expected, checkpoint, tied)
+    compressed = compressed_model(model, "int8")
+    layers = {path: m for path, m in compressed.named_modules() if isinstance(m, Int8Linear)}
+    transposed = {path for path in layers if type(model.get_submodule(path)).__name__ == "Conv1D"}
+    quantized: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}  # layer -> (values, scale), until both are written
+
+    def value_of(name: str) -> torch.Tensor:
+        layer, _, attribute = name.rpartition(".")
+        if layer not in layers or attribute == "bias":
+            return read_tensor(matched[name])
+        if layer not in quantized:
+            weight = read_tensor(matched[f"{layer}.weight"])
+            quantized[layer] = quantize_int8(weight.t() if layer in transposed else weight)
+        values, scale = quantized[layer]
+        if attribute == "weight_scale":
+            quantized.pop(layer)  # written after the larger values (largest first)
+            return scale
+        return values
+
+    placeholders = {names[0]: t for names, t in _names_by_tensor(compressed)}
+    write_safetensors(placeholders, path, value_of)
+    return len(layers)
+
+
+def _names_by_tensor(model: nn.Module) -> list[tuple[list[str], torch.Tensor]]:
+    """Each saved tensor of `model` once, with all its names (tied weights share one)."""
+    groups: dict[int, tuple[list[str], torch.Tensor]] = {}
+    for name, tensor in model.state_dict(keep_vars=True).items():
+        groups.setdefault(id(tensor), ([], tensor))[0].append(name)
+    return list(groups.values())
+
+
+def _folder_of(path: str) -> str | None:
+    if os.path.isdir(path):
+        return path
+    return os.path.dirname(path) if os.path.exists(path) else None
+
+
+def model_of_folder(folder: str | None) -> nn.Module:
+    """The meta-device model a Hugging Face checkpoint folder's config.json describes."""
+    config = os.path.join(folder, "config.json") if folder else None
+    if config is None or not os.path.isfile(config):
+        raise InvalidArgumentError(
+            "quantize_checkpoint: which tensors are linear layers comes from a model: pass model= (built on the "
+            f"meta device), or a Hugging Face folder with a config.json (got {folder or 'no folder'})"
+        )
+    try:
+        import transformers
+    except ImportError as error:
+        raise InvalidArgumentError(
+            f"quantize_checkpoint: {config}: reading it needs transformers (pip install transformers), or pass model="
+        ) from error
+    settings = transformers.AutoConfig.from_pretrained(folder)
+    names = getattr(settings, "architectures", None) or []
+    cls = getattr(transformers, names[0], None) if names else None
+    if cls is None:
+        raise InvalidArgumentError(
+            f"quantize_checkpoint: {config}: expected an 'architectures' entry naming a transformers class, "
+            f"got {names!r}; pass model="
+        )
+    with torch.device("meta"):
+        return cls(settings).eval()
+
+
+def check_compressed(checkpoint_files: tuple[str, ...], weight_format: str) -> None:
+    """CheckpointError unless quantize_checkpoint wrote these files in `weight_format` (its
+    record beside them), in a format version this release reads."""
+    folder = os.path.dirname(checkpoint_files[0])
+    try:
+        with open(os.path.join(folder, RECORD), encoding="utf-8") as handle:
+            record = json.load(handle)
+    except FileNotFoundError:
+        record = {}
+    except (OSError, ValueError) as error:
+        raise CheckpointError(f"{os.path.join(folder, RECORD)}: unreadable ({error})") from error
+    if record.get("weight_format") != weight_format:
+        holds = f"{record.get('weight_format')!r} weights" if record else "float weights (no quantization.json)"
+        raise CheckpointError(
+            f"checkpoint {folder}: weight_format={weight_format!r} reads a checkpoint holding the int8 layers, this "
+            f"one holds {holds}: write one once with tt.quantize_checkpoint(src, dst, weight_format={weight_format!r}) "
+            "or `tensortorrent quantize SRC DST`"
+        )
+    if record.get("version", 0) > RECORD_VERSION:
+        raise CheckpointError(
+            f"{os.path.join(folder, RECORD)}: format version {record['version']} needs a newer tensortorrent "
+            f"(this one reads versions up to {RECORD_VERSION})"
+        )
