@@ -23,6 +23,8 @@ interleaved (one of each system per round, in a seeded random order), medians re
   leaves on disk are read from disk on every token. Accelerate also runs without a limit
   ("accelerate_page_cache"), as on a machine whose free RAM caches the offload folder:
   its budget then holds for its weights but not for the page cache.
+- the same budget, TensorTorrent reading the int8 checkpoint tt.quantize_checkpoint wrote
+  (CompileConfig(weight_format="int8")): decode tokens/s against its float32 run.
 - the same budget at batch 1, 4 and 16 (each batch of BATCH_PROMPT-token prompts): decode
   tokens/s of every row together, which streaming amortises over the batch (the Llama).
 
@@ -34,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import multiprocessing
 import os
 import random
@@ -215,15 +218,18 @@ def accelerate_system(name: str, checkpoint: str, offload: str, budget: int, qui
     )
 
 
-def ours_system(name: str, checkpoint: str, offload: str, budget: int, quick: bool, ids) -> BudgetedSystem:
-    """TensorTorrent reading the checkpoint in place (a meta-device model)."""
+def ours_system(
+    name: str, checkpoint: str, offload: str, budget: int, quick: bool, ids, weight_format: str | None = None
+) -> BudgetedSystem:
+    """TensorTorrent reading the checkpoint in place (a meta-device model); with
+    `weight_format`, the checkpoint tt.quantize_checkpoint wrote in it."""
     streamed = tt.compile_for_generation(
         new_model(name, quick, "meta"),
         max_length=PROMPT + NEW,
         prompt_buckets=[PROMPT],
         checkpoint=checkpoint,
         devices="cpu",
-        config=tt.CompileConfig(ram_budget_bytes=budget),
+        config=tt.CompileConfig(ram_budget_bytes=budget, weight_format=weight_format),
     )
     return BudgetedSystem(
         run=ours(streamed, ids),
@@ -234,7 +240,11 @@ def ours_system(name: str, checkpoint: str, offload: str, budget: int, quick: bo
     )
 
 
-SYSTEMS = {"accelerate": accelerate_system, "tensortorrent": ours_system}
+SYSTEMS = {
+    "accelerate": accelerate_system,
+    "tensortorrent": ours_system,
+    "tensortorrent_int8": functools.partial(ours_system, weight_format="int8"),
+}
 
 
 def budgeted_worker(connection, system_name: str, group, *build) -> None:
@@ -383,14 +393,23 @@ def measure(name: str, quick: bool, with_batches: bool) -> dict:
         checkpoint = os.path.join(scratch, "checkpoint")
         save_state_dict(model, checkpoint)
         del model
+        # The same weights with the linear layers int8, written once (the folder holds no
+        # config.json: the model says which tensors are linear layers).
+        int8_checkpoint = os.path.join(scratch, "checkpoint-int8")
+        tt.quantize_checkpoint(checkpoint, int8_checkpoint, model=new_model(name, quick, "meta"))
         offloads = os.path.join(scratch, "offload")  # a folder per Accelerate worker: each writes its own
         workers = {}
-        with memory_cgroup("accelerate") as accelerate_group, memory_cgroup("ours") as ours_group:
+        with (
+            memory_cgroup("accelerate") as accelerate_group,
+            memory_cgroup("ours") as ours_group,
+            memory_cgroup("ours-int8") as int8_group,
+        ):
             # worker -> (system, cgroup); a worker without a cgroup runs unlimited
             plan = {
                 "accelerate": ("accelerate", accelerate_group),
                 "accelerate_page_cache": ("accelerate", None),
                 "tensortorrent": ("tensortorrent", ours_group),
+                "tensortorrent_int8": ("tensortorrent_int8", int8_group),
             }
             if accelerate_group is None:  # no cgroup here: Accelerate runs once, unlimited
                 del plan["accelerate_page_cache"]
@@ -398,12 +417,13 @@ def measure(name: str, quick: bool, with_batches: bool) -> dict:
             try:
                 for worker, (system, group) in plan.items():
                     offload = os.path.join(offloads, worker)
-                    workers[worker] = Worker(worker, system, group, name, checkpoint, offload, budget, quick, ids)
+                    source = int8_checkpoint if system == "tensortorrent_int8" else checkpoint
+                    workers[worker] = Worker(worker, system, group, name, source, offload, budget, quick, ids)
                     if group is not None:
                         limits[worker] = anonymous_bytes(group), anonymous_bytes(group) + TRANSIENT_BYTES
                         limit(group, limits[worker][1])
                 assert torch.equal(workers["tensortorrent"].ready["tokens"], reference), "tokens differ"
-                files = weight_files(checkpoint) + weight_files(offloads)
+                files = weight_files(checkpoint) + weight_files(int8_checkpoint) + weight_files(offloads)
                 budgeted = interleaved(
                     {worker: process.run for worker, process in workers.items()},
                     rounds,
@@ -430,9 +450,14 @@ def measure(name: str, quick: bool, with_batches: bool) -> dict:
         reads = plain_reads(largest, size, 2 if quick else READ_ROUNDS)
         bound_s = step_bytes / (reads["best_plain_gbps"] * 1e9)
         ours_s = 1 / budgeted["tensortorrent"]["decode_tok_s"]
+        int8 = budgeted["tensortorrent_int8"]
         results["under_budget"] = {
             "budget_bytes": budget,
             **budgeted,
+            # int8's decode tokens/s over float32's, both TensorTorrent under the budget
+            "int8_over_float32_decode": (
+                int8["decode_tok_s"] / budgeted["tensortorrent"]["decode_tok_s"] if "error" not in int8 else None
+            ),
             "bound": {
                 "decode_step_read_bytes": step_bytes,
                 "best_plain": reads["best_plain"],

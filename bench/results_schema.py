@@ -286,7 +286,22 @@ def _generated(data: dict, at: str) -> None:
         field(bound, "tensortorrent_over_bound", "number", f"{at}.under_budget.bound")
 
 
-SUITES = {"S1": s1, "S2": s2, "S3": s3, "compile_time": compile_time, "generate": generate}
+def compressed(data: dict) -> None:
+    """Each workload's formats and systems: time per forward, accuracy, and the ratios the targets judge."""
+    for index, workload in enumerate(field(data, "workloads", "list", "$")):
+        at = f"$.workloads[{index}]"
+        fields(workload, at, float32_bytes="int", int8_bytes="int", int8_over_float32_time="number", int4="str")
+        fields(workload, at, int8_streamed_over_bound="number", accelerate_over_int8="number?")
+        for name, result in field(workload, "systems", "object", at).items():
+            path = f"{at}.systems.{name}"
+            if field(result, "status", "str", path) != "ok":
+                field(result, "error", "str", path)
+                continue
+            fields(result, path, median_s="number", cosine_vs_eager="number", max_abs_error_vs_eager="number")
+            items(field(result, "forward_s", "list", path), "number", f"{path}.forward_s")
+
+
+SUITES = {"S1": s1, "S2": s2, "S3": s3, "compile_time": compile_time, "generate": generate, "compressed": compressed}
 # The older benchmarks name themselves by "benchmark" only; S1 also writes "suite".
 BENCHMARK_SUITES = {"s1_fit": "S1", "streaming": "S2", "planner": "S3"}
 
@@ -295,9 +310,7 @@ def suite_of(data: dict) -> str:
     """Which suite a results file belongs to, from its own fields."""
     suite = data.get("suite") or BENCHMARK_SUITES.get(data.get("benchmark"))
     if suite not in SUITES:
-        raise ValueError(
-            f"$.benchmark: not a results file of suite S1, S2, S3, compile_time or generate: {data.get('benchmark')!r}"
-        )
+        raise ValueError(f"$.benchmark: not a results file of suite {', '.join(SUITES)}: {data.get('benchmark')!r}")
     return suite
 
 

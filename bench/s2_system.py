@@ -2,7 +2,9 @@
 
     python bench/s2_system.py SYSTEM WORKLOAD CHECKPOINT_DIR BUDGET RUNS SCRATCH [--quick]
 
-SYSTEM: tensortorrent (weights read in place under the RAM budget), accelerate
+SYSTEM: tensortorrent (weights read in place under the RAM budget; BUDGET 0: no
+budget given), tensortorrent-int8 (the same from a checkpoint tt.quantize_checkpoint
+wrote, with weight_format="int8"), accelerate
 (init_empty_weights + load_checkpoint_and_dispatch, the layers beyond the budget on
 "disk"), mmap (eager over memory-mapped safetensors: the OS pages weights in) or eager
 (every weight in RAM, timed interleaved with TensorTorrent's own compiled module of the
@@ -80,8 +82,9 @@ def build(system: str, workload, directory: str, budget: int, scratch: str):
     """(the model, its forward, what lists the files to drop before each forward, the mappings to drop)."""
     inputs = workload.inputs()
     files = weight_files(directory)
-    if system == "tensortorrent":
-        config = tt.CompileConfig(ram_budget_bytes=budget)
+    if system.startswith("tensortorrent"):
+        weight_format = "int8" if system == "tensortorrent-int8" else None
+        config = tt.CompileConfig(ram_budget_bytes=budget or None, weight_format=weight_format)
         compiled = tt.compile(workload.meta(), inputs, checkpoint=directory, config=config)
         return compiled, lambda: compiled(*inputs), lambda: files, []
     if system == "accelerate":
@@ -116,6 +119,8 @@ def main() -> None:
     # (oneDNN, packed weights); the bound's compute floor is the faster of the two.
     in_ram = tt.compile(target, workload.inputs(), devices="cpu") if system == "eager" else None
     times, in_ram_times, reads, read_gbps, predicted_at = [], [], [], [], []
+    # TensorTorrent on the data plane (a compile from a checkpoint runs there, streaming or not).
+    streamed = system.startswith("tensortorrent") and target._plane is not None
     with torch.no_grad():
         output = forward()  # warm-up
         if in_ram is not None:
@@ -129,7 +134,7 @@ def main() -> None:
                 start = time.perf_counter()
                 in_ram(*workload.inputs())
                 in_ram_times.append(time.perf_counter() - start)
-            if system == "tensortorrent":
+            if streamed:
                 report = target.last_report
                 reads.append(report.bytes_read)
                 read_gbps.append(report.bytes_read / report.read_us / 1e3 if report.read_us else None)
@@ -146,7 +151,7 @@ def main() -> None:
     }
     if in_ram is not None:
         result["compiled_in_ram_forward_s"] = in_ram_times
-    if system == "tensortorrent":
+    if streamed:
         result["predicted_s"] = target._plane.predicted_s()
         # The simulator again at each timed call's own compute times and read speed: the
         # model's error without the disk's drift between compile and call.

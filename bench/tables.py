@@ -9,8 +9,9 @@ The protocol (../shared/BENCHMARKS.md) has every table generated from the result
 never typed: each table names the machine, commit, date and mode its numbers come from,
 and a system that failed or is missing stays in the table with its error. Each suite's
 tables are drawn by its own module (tables_s1.py, tables_s2.py, tables_s3.py,
-tables_compile.py, tables_generate.py, and the README's tables_headline.py, sharing table_format.py); this
-one loads the results and writes the blocks.
+tables_compile.py, tables_generate.py, tables_compressed.py, and the README's
+tables_headline.py, sharing table_format.py); this one loads the results and writes the
+blocks.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import tables_compile
+import tables_compressed
 import tables_generate
 import tables_headline
 import tables_s1
@@ -55,6 +57,7 @@ SUITES = (
     Suite("S3", "planner", tables_s3.TITLE, ".venv/bin/python bench/planner.py"),
     Suite("compile_time", "compile_time", tables_compile.TITLE, ".venv/bin/python bench/compile_time.py"),
     Suite("generate", "generate", tables_generate.TITLE, ".venv/bin/python bench/generate.py"),
+    Suite("compressed", "compressed", tables_compressed.TITLE, ".venv/bin/python bench/compressed.py"),
 )
 # Figures in the order the page shows them: file name, alt text.
 FIGURES = (
@@ -80,6 +83,7 @@ RENDERERS = {
     "S2": tables_s2.render_s2,
     "S3": tables_s3.render_s3,
     "generate": tables_generate.render,
+    "compressed": tables_compressed.render,
 }
 
 

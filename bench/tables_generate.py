@@ -9,13 +9,14 @@ from table_format import machine_line, size, table
 TITLE = "Generation"
 PARTS = (
     ("in_ram", "weights in RAM", ("hugging_face", "hugging_face_compiled")),
-    ("under_budget", "RAM budget {budget}", ("accelerate", "accelerate_page_cache")),
+    ("under_budget", "RAM budget {budget}", ("accelerate", "accelerate_page_cache", "tensortorrent_int8")),
 )
 NAMES = {
     "hugging_face": "Hugging Face generate (eager)",
     "hugging_face_compiled": "Hugging Face generate (static cache, torch.compile)",
     "accelerate": "Accelerate disk offload",
     "accelerate_page_cache": "Accelerate disk offload, page cache not limited",
+    "tensortorrent_int8": "TensorTorrent int8 (weight_format)",
 }
 MODELS = {"llama": "Llama", "qwen3_moe": "Qwen3-MoE"}
 
@@ -66,6 +67,9 @@ def _bound(data: dict) -> str:
         model = MODELS.get(measured["workload"].get("model", "llama"), "the model")
         ratio, step_ms = bound["tensortorrent_over_bound"], bound["decode_step_s"] * 1e3
         reads = f"Under the budget a decode step of the {model} reads {size(bound['decode_step_read_bytes'])}"
+        int8 = measured["under_budget"].get("int8_over_float32_decode")
+        if int8 is not None:
+            lines.append(f"Its linear layers in int8 (weight_format), the {model} decodes {int8:.2f}x as fast.")
         if ratio is None:
             lines.append(
                 f"{reads} from storage: what it gathers stayed in the page cache, within its memory cgroup's "

@@ -241,3 +241,21 @@ def test_generate_benchmark_quick_run_and_its_table(tmp_path):
     bound = results["under_budget"]["bound"]
     assert bound["decode_step_read_bytes"] > 0 and bound["tensortorrent_over_bound"] > 0
     assert "decode_tok_s" in results["batches"]["1"]
+
+
+def test_compressed_benchmark_quick_run_and_its_table(tmp_path):
+    results = run_quick("compressed.py", tmp_path / "compressed.json", "--dir", str(tmp_path), "--workloads", "mlp")
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        import results_schema
+        import tables_compressed
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    results_schema.validate(results)
+    assert results["suite"] == "compressed" and results["mode"] == "quick"
+    (workload,) = results["workloads"]
+    assert set(workload["systems"]) == {"eager", "float32", "accelerate", "int8", "int8_streamed", "int8_in_ram"}
+    assert workload["int8_over_float32_bytes"] <= 0.27
+    assert workload["systems"]["int8_streamed"]["bytes_read_per_forward"][0] > 0
+    assert workload["systems"]["int8"]["cosine_vs_eager"] >= 0.999
+    assert "### Compressed weights" in tables_compressed.render(results)

@@ -124,3 +124,24 @@ def test_an_int8_artifact_round_trips_streams_its_int8_bytes_and_refuses_tamperi
     weights.write_bytes(bytes(data))
     with pytest.raises(tt.ArtifactError, match="weights.safetensors: sha256 differs"):
         tt.load_compiled(tmp_path / "a")
+
+
+def test_a_device_with_memory_of_its_own_holds_the_int8_bytes_and_generates_the_same_tokens(apart_device):
+    torch.manual_seed(0)
+    model = built("llama")
+    ids, mask = left_padded(PROMPTS[:2])
+    tokens, held = {}, {}
+    for devices in ("cpu", [apart_device]):
+        generative = tt.compile_for_generation(
+            model, max_length=16, batch_size=2, prompt_buckets=[4], devices=devices, config=INT8
+        )
+        tokens[str(devices)] = generative.generate(ids, mask, max_new_tokens=6, eos_token_id=STOP, pad_token_id=0)
+        if devices != "cpu":
+            backend, index = generative.programs[1]._plane.devices[apart_device]
+            held = (backend.memory(index).allocated, generative.kv_cache_bytes)
+        generative.close()
+    torch.testing.assert_close(tokens[str([apart_device])], tokens["cpu"], rtol=0, atol=0)
+    allocated, cache = held
+    int8_weights = weight_bytes(compressed_model(model, "int8"))
+    assert int8_weights < 0.5 * weight_bytes(model)
+    assert 0.99 * (int8_weights + cache) < allocated < 1.1 * (int8_weights + cache)  # int8 crossed, not float32
