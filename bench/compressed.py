@@ -1,24 +1,24 @@
-"""Compressed weights (issue 44): int8 beside float32, streamed and in RAM, and Accelerate.
+"""Compressed weights (issue 44): int8 and int4 beside float32, streamed and in RAM, and Accelerate.
 
 For each S2 workload (s2_workloads.py: a deep MLP and a Llama-style decoder, about 4 GiB
 of float32 weights each; --quick: small ones, a smoke test), its float32 checkpoint is
-written and compressed once (tt.quantize_checkpoint). Then each system runs in its own
+written and compressed once per format (tt.quantize_checkpoint). Then each system runs in its own
 process (s2_system.py), the page cache of the files it reads dropped before every
 timed forward:
 
 - eager with every float32 weight in RAM (beside TensorTorrent's own in-RAM module: the
   faster is float32's compute floor);
 - at the protocol's budget, half the float32 weights: TensorTorrent float32 (streamed),
-  Accelerate's disk offload, and TensorTorrent int8 (whose weights fit there: nothing
-  streams);
-- TensorTorrent int8 under half its own weights (three quarters with --quick; they
-  stream), and with no budget (all in RAM: int8's compute floor).
+  Accelerate's disk offload, and TensorTorrent int8 and int4 (whose weights fit there:
+  nothing streams);
+- TensorTorrent int8 and int4 each under half its own weights (three quarters with
+  --quick; they stream), and with no budget (all in RAM: the format's compute floor).
 
 The best plain read of each checkpoint's largest file is measured before and after
 TensorTorrent's processes (streaming.plain_reads). A format's bound is max(its compute
 floor, its weights' bytes beyond the budget / that best read). Targets: int8 at most
-0.35x float32's time per forward at the protocol's budget, and within 1.2x of its own
-bound where it streams. int4 is not built yet: recorded as not run.
+0.35x float32's time per forward at the protocol's budget (int4: 0.2x), and each within
+1.2x of its own bound where it streams.
 
     python bench/compressed.py [--quick] [--out PATH] [--dir SCRATCH]
 """
@@ -43,7 +43,8 @@ from table_format import size
 import tensortorrent as tt
 
 READ_BYTES = 1 << 30  # of the largest checkpoint file, per read system and round
-TARGET_INT8_OVER_FLOAT, TARGET_OVER_BOUND = 0.35, 1.2
+FORMATS = {"int8": 0.35, "int4": 0.2}  # each with its target: at most this share of float32's time per forward
+TARGET_OVER_BOUND = 1.2
 
 
 def folder_bytes(directory: str) -> int:
@@ -52,23 +53,31 @@ def folder_bytes(directory: str) -> int:
 
 def bench_workload(workload: Workload, directory: str, runs: int, quick: bool) -> dict:
     float_dir = os.path.join(directory, f"checkpoint-{workload.name}-float32")
-    int8_dir = os.path.join(directory, f"checkpoint-{workload.name}-int8")
     write_checkpoint(workload, float_dir)
-    # The MLP's folder has no config.json saying which tensors are linear layers: its model does.
-    tt.quantize_checkpoint(float_dir, int8_dir, model=None if workload.vocab else workload.meta())
-    float_bytes, int8_bytes = folder_bytes(float_dir), folder_bytes(int8_dir)
-    # Quick sizes' layers are too few for half their int8 bytes to hold a streaming window.
-    half_float, half_int8 = float_bytes // 2, int8_bytes * (3 if quick else 2) // 4
+    float_bytes = folder_bytes(float_dir)
+    half_float = float_bytes // 2
     largest = max(weight_files(float_dir), key=os.path.getsize)
     read_bytes = min(READ_BYTES, os.path.getsize(largest) // 4096 * 4096)
     runs_of = [  # (label, system, checkpoint, budget)
         ("eager", "eager", float_dir, 0),  # no budget binds it
         ("float32", "tensortorrent", float_dir, half_float),
         ("accelerate", "accelerate", float_dir, half_float),
-        ("int8", "tensortorrent-int8", int8_dir, half_float),
-        ("int8_streamed", "tensortorrent-int8", int8_dir, half_int8),
-        ("int8_in_ram", "tensortorrent-int8", int8_dir, 0),
     ]
+    sizes = {"float32": float_bytes}
+    for weight_format in FORMATS:
+        folder = os.path.join(directory, f"checkpoint-{workload.name}-{weight_format}")
+        # The MLP's folder has no config.json saying which tensors are linear layers: its model does.
+        model = None if workload.vocab else workload.meta()
+        tt.quantize_checkpoint(float_dir, folder, weight_format, model=model)
+        sizes[weight_format] = folder_bytes(folder)
+        # Quick sizes' layers are too few for half their compressed bytes to hold a streaming window.
+        streamed = sizes[weight_format] * (3 if quick else 2) // 4
+        system = f"tensortorrent-{weight_format}"
+        runs_of += [
+            (weight_format, system, folder, half_float),
+            (f"{weight_format}_streamed", system, folder, streamed),
+            (f"{weight_format}_in_ram", system, folder, 0),
+        ]
     systems, outputs = {}, {}
     before = plain_reads(largest, read_bytes, 2)
     for label, system, checkpoint, budget in runs_of:
@@ -82,42 +91,43 @@ def bench_workload(workload: Workload, directory: str, runs: int, quick: bool) -
         systems[label] = result
     reads = merged_reads(before, plain_reads(largest, read_bytes, 2))
     best = reads["best_plain_gbps"] * 1e9
-    float_floor, _ = compute_floor(systems["eager"])
-    int8_floor = systems["int8_in_ram"]["median_s"]
-    bounds = {
-        "float32": max(float_floor, (float_bytes - half_float) / best),
-        "int8": max(int8_floor, max(0, int8_bytes - half_float) / best),
-        "int8_streamed": max(int8_floor, (int8_bytes - half_int8) / best),
-    }
+    floors = {"float32": compute_floor(systems["eager"])[0]}
+    bounds = {"float32": max(floors["float32"], (float_bytes - half_float) / best)}
+    for label, system, _, budget in runs_of[3:]:
+        weight_format = system.removeprefix("tensortorrent-")
+        floors[weight_format] = systems[f"{weight_format}_in_ram"]["median_s"]
+        if budget:
+            bounds[label] = max(floors[weight_format], max(0, sizes[weight_format] - budget) / best)
     for label, result in systems.items():
         if result["status"] == "ok":
             result.update(accuracy(outputs[label], outputs["eager"], bool(workload.vocab)))
             if label in bounds:
                 result["bound_s"], result["over_bound"] = bounds[label], result["median_s"] / bounds[label]
-    shutil.rmtree(float_dir, ignore_errors=True)
-    shutil.rmtree(int8_dir, ignore_errors=True)
-    int8_over_float = systems["int8"]["median_s"] / systems["float32"]["median_s"]
-    accelerate = systems["accelerate"]
+    for folder in {checkpoint for _, _, checkpoint, _ in runs_of}:
+        shutil.rmtree(folder, ignore_errors=True)
+    formats = {}
+    for weight_format, target in FORMATS.items():
+        over_time = systems[weight_format]["median_s"] / systems["float32"]["median_s"]
+        over_bound = systems[f"{weight_format}_streamed"]["over_bound"]
+        accelerate = systems["accelerate"]
+        formats[weight_format] = {
+            "bytes": sizes[weight_format],
+            "over_float32_bytes": sizes[weight_format] / float_bytes,
+            "over_float32_time": over_time,
+            "streamed_over_bound": over_bound,
+            "accelerate_over_this": (
+                accelerate["median_s"] / systems[weight_format]["median_s"] if accelerate["status"] == "ok" else None
+            ),
+            "targets": {"over_float32_time": target, "streamed_over_bound": TARGET_OVER_BOUND},
+            "met": over_time <= target and over_bound <= TARGET_OVER_BOUND,
+        }
     return {
         "workload": vars(workload),
         "float32_bytes": float_bytes,
-        "int8_bytes": int8_bytes,
-        "int8_over_float32_bytes": int8_bytes / float_bytes,
         "reads": reads,
-        "compute_floor_s": {"float32": float_floor, "int8": int8_floor},
+        "compute_floor_s": floors,
         "systems": systems,
-        "int8_over_float32_time": int8_over_float,
-        "int8_streamed_over_bound": systems["int8_streamed"]["over_bound"],
-        "accelerate_over_int8": accelerate["median_s"] / systems["int8"]["median_s"]
-        if accelerate["status"] == "ok"
-        else None,
-        "int4": "not run: weight_format='int4' is not built yet",
-        "targets": {
-            "int8_over_float32_time": TARGET_INT8_OVER_FLOAT,
-            "int8_streamed_over_bound": TARGET_OVER_BOUND,
-            "met": int8_over_float <= TARGET_INT8_OVER_FLOAT
-            and systems["int8_streamed"]["over_bound"] <= TARGET_OVER_BOUND,
-        },
+        "formats": formats,
     }
 
 
@@ -134,10 +144,13 @@ def accuracy(got: torch.Tensor, want: torch.Tensor, logits: bool) -> dict:
 
 
 def describe(result: dict) -> list[str]:
-    name = result["workload"]["name"]
+    name, formats = result["workload"]["name"], result["formats"]
+    sizes = ", ".join(
+        f"{f} {size(figures['bytes'])} ({figures['over_float32_bytes']:.2f}x)" for f, figures in formats.items()
+    )
     lines = [
-        f"{name}: float32 {result['float32_bytes'] / 2**30:.2f} GiB, int8 {result['int8_bytes'] / 2**30:.2f} GiB "
-        f"({result['int8_over_float32_bytes']:.2f}x); best plain read {result['reads']['best_plain_gbps']:.2f} GB/s"
+        f"{name}: float32 {size(result['float32_bytes'])}, {sizes}; best plain read "
+        f"{result['reads']['best_plain_gbps']:.2f} GB/s"
     ]
     for label, r in result["systems"].items():
         if r["status"] != "ok":
@@ -150,11 +163,13 @@ def describe(result: dict) -> list[str]:
             f"  {label:<14} {r['median_s'] * 1e3:8.1f} ms per forward ({budget}{bound}); cosine "
             f"{r['cosine_vs_eager']:.6f}, max |diff| {r['max_abs_error_vs_eager']:.2e}{top1}"
         )
-    lines.append(
-        f"  int8 / float32 time at half the float32 weights: {result['int8_over_float32_time']:.2f}x "
-        f"(target <= {TARGET_INT8_OVER_FLOAT}); int8 streamed: {result['int8_streamed_over_bound']:.2f}x its bound "
-        f"(target <= {TARGET_OVER_BOUND})"
-    )
+    for weight_format, figures in formats.items():
+        targets = figures["targets"]
+        lines.append(
+            f"  {weight_format} / float32 time at half the float32 weights: {figures['over_float32_time']:.2f}x "
+            f"(target <= {targets['over_float32_time']}); {weight_format} streamed: "
+            f"{figures['streamed_over_bound']:.2f}x its bound (target <= {targets['streamed_over_bound']})"
+        )
     return lines
 
 

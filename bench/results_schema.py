@@ -290,8 +290,11 @@ def compressed(data: dict) -> None:
     """Each workload's formats and systems: time per forward, accuracy, and the ratios the targets judge."""
     for index, workload in enumerate(field(data, "workloads", "list", "$")):
         at = f"$.workloads[{index}]"
-        fields(workload, at, float32_bytes="int", int8_bytes="int", int8_over_float32_time="number", int4="str")
-        fields(workload, at, int8_streamed_over_bound="number", accelerate_over_int8="number?")
+        fields(workload, at, float32_bytes="int")
+        for name, figures in field(workload, "formats", "object", at).items():
+            path = f"{at}.formats.{name}"
+            fields(figures, path, bytes="int", over_float32_time="number", streamed_over_bound="number", met="bool")
+            fields(figures, path, accelerate_over_this="number?")
         for name, result in field(workload, "systems", "object", at).items():
             path = f"{at}.systems.{name}"
             if field(result, "status", "str", path) != "ok":

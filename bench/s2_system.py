@@ -3,8 +3,8 @@
     python bench/s2_system.py SYSTEM WORKLOAD CHECKPOINT_DIR BUDGET RUNS SCRATCH [--quick]
 
 SYSTEM: tensortorrent (weights read in place under the RAM budget; BUDGET 0: no
-budget given), tensortorrent-int8 (the same from a checkpoint tt.quantize_checkpoint
-wrote, with weight_format="int8"), accelerate
+budget given), tensortorrent-int8 and tensortorrent-int4 (the same from a checkpoint
+tt.quantize_checkpoint wrote in that weight_format), accelerate
 (init_empty_weights + load_checkpoint_and_dispatch, the layers beyond the budget on
 "disk"), mmap (eager over memory-mapped safetensors: the OS pages weights in) or eager
 (every weight in RAM, timed interleaved with TensorTorrent's own compiled module of the
@@ -83,7 +83,7 @@ def build(system: str, workload, directory: str, budget: int, scratch: str):
     inputs = workload.inputs()
     files = weight_files(directory)
     if system.startswith("tensortorrent"):
-        weight_format = "int8" if system == "tensortorrent-int8" else None
+        weight_format = system.removeprefix("tensortorrent-") if "-" in system else None
         config = tt.CompileConfig(ram_budget_bytes=budget or None, weight_format=weight_format)
         compiled = tt.compile(workload.meta(), inputs, checkpoint=directory, config=config)
         return compiled, lambda: compiled(*inputs), lambda: files, []

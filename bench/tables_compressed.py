@@ -10,17 +10,23 @@ NAMES = {
     "eager": "eager float32, all in RAM",
     "float32": "TensorTorrent float32, streamed",
     "accelerate": "Accelerate disk offload, float32",
-    "int8": "TensorTorrent int8",
-    "int8_streamed": "TensorTorrent int8, streamed",
-    "int8_in_ram": "TensorTorrent int8, all in RAM",
 }
+for _format in ("int8", "int4"):
+    NAMES.update(
+        {
+            _format: f"TensorTorrent {_format}",
+            f"{_format}_streamed": f"TensorTorrent {_format}, streamed",
+            f"{_format}_in_ram": f"TensorTorrent {_format}, all in RAM",
+        }
+    )
 
 
 def render(data: dict) -> str:
     rows, notes = [], []
     for measured in data["workloads"]:
         name = measured["workload"]["name"]
-        model = f"{name} {size(measured['float32_bytes'])} (int8 {size(measured['int8_bytes'])})"
+        sizes = ", ".join(f"{f} {size(figures['bytes'])}" for f, figures in measured["formats"].items())
+        model = f"{name} {size(measured['float32_bytes'])} ({sizes})"
         for label, result in measured["systems"].items():
             if result["status"] != "ok":
                 rows.append([model, NAMES[label], "-", "-", "-", "-", "-"])
@@ -39,14 +45,16 @@ def render(data: dict) -> str:
                     f"{top1:.3f}" if top1 is not None else "",
                 ]
             )
-        accelerate = measured["accelerate_over_int8"]
-        notes.append(
-            f"{name}: int8 takes {measured['int8_over_float32_time']:.2f}x float32's time per forward at half the "
-            f"float32 weights (target 0.35x); streamed, {measured['int8_streamed_over_bound']:.2f}x its bound "
-            f"(target 1.2x)"
-            + (f"; Accelerate takes {accelerate:.1f}x int8's time" if accelerate else "")
-            + f"; best plain read {measured['reads']['best_plain_gbps']:.2f} GB/s. int4: {measured['int4']}."
-        )
+        for weight_format, figures in measured["formats"].items():
+            targets, accelerate = figures["targets"], figures["accelerate_over_this"]
+            notes.append(
+                f"{name}, {weight_format}: {figures['over_float32_time']:.2f}x float32's time per forward at half "
+                f"the float32 weights (target {targets['over_float32_time']}x); streamed, "
+                f"{figures['streamed_over_bound']:.2f}x its bound (target {targets['streamed_over_bound']}x)"
+                + (f"; Accelerate takes {accelerate:.1f}x its time" if accelerate else "")
+                + "."
+            )
+        notes.append(f"{name}: best plain read {measured['reads']['best_plain_gbps']:.2f} GB/s.")
     header = ["workload", "system", "RAM budget", "per forward", "over its bound", "cosine vs eager", "top-1 vs eager"]
     parts = [f"### {TITLE}", machine_line(data), table(header, rows), "\n\n".join(notes)]
     return "\n\n".join(parts) + "\n"

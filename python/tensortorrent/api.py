@@ -142,7 +142,7 @@ def compressible(model, exported, config: CompileConfig) -> nn.Module:
             "an exported program or a .pt2 as the model (its layers are operations, no longer modules)",
             "pass the nn.Module itself",
         )
-    return compressed_model(check_model(model), config.weight_format)
+    return compressed_model(check_model(model), config.weight_format, config.group_size)
 
 
 def check_trainable(exported, checkpoint, config: CompileConfig) -> None:

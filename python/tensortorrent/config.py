@@ -15,7 +15,8 @@ from .errors import ConfigTypeError, ConfigValueError
 from .objective import Objective, as_objective, check_weights
 
 REGION_BACKENDS = ("eager", "inductor", "auto")
-WEIGHT_FORMATS = ("int8",)
+WEIGHT_FORMATS = ("int8", "int4")
+GROUP_SIZES = (32, 64, 128, 256)  # int4 groups torch's CPU kernel takes
 MAX_IO_QUEUE_DEPTH = 1024  # the I/O engine's most threads (cpp/src/storage/io_engine.cc)
 
 
@@ -84,9 +85,13 @@ class CompileConfig:
         runs, instead of weights read from disk on every call.
     weight_format: "int8" stores every linear layer's weight as int8 values with one
         scale per output channel (weight-only: activations stay in their dtype), in RAM,
-        on disk and over every link, at about a quarter of float32's bytes; products
-        compute from them directly (docs/compressed-weights.md). None (the default)
-        keeps the weights as the model holds them. Inference only.
+        on disk and over every link, at about a quarter of float32's bytes; "int4" as
+        4-bit values with a scale per group_size inputs (about an eighth; a layer whose
+        shape int4 cannot hold is int8); products compute from them directly
+        (docs/compressed-weights.md). None (the default) keeps the weights as the model
+        holds them. Inference only.
+    group_size: with weight_format="int4", the inputs sharing a scale: 32, 64, 128
+        (the default) or 256.
     """
 
     max_region_nodes: int = 256
@@ -111,6 +116,7 @@ class CompileConfig:
     atol: float | None = None
     rtol: float | None = None
     weight_format: str | None = None
+    group_size: int = 128
 
     def __new__(cls, *args: object, **kwargs: object) -> CompileConfig:
         # Here, before the generated __init__ raises Python's own TypeError, so that a name
@@ -140,6 +146,11 @@ class CompileConfig:
         _check_bool("allow_training", self.allow_training)
         _check_positive_seconds("stall_timeout_s", self.stall_timeout_s)
         _check_choice("region_backend", self.region_backend, REGION_BACKENDS)
+        _check_int("group_size", self.group_size, minimum=1)
+        if self.group_size not in GROUP_SIZES:
+            raise ConfigValueError(
+                f"CompileConfig.group_size: expected one of {', '.join(map(str, GROUP_SIZES))}, got {self.group_size}"
+            )
         if self.weight_format is not None:
             _check_choice("weight_format", self.weight_format, WEIGHT_FORMATS, "None or ")
             if self.allow_training:

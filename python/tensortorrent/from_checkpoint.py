@@ -105,7 +105,7 @@ def compile_checkpoint_on_target(
         with progress.stage("checkpoint"):
             files = checkpoint if isinstance(checkpoint, Checkpoint) else open_checkpoint(checkpoint)
             if config.weight_format is not None:
-                check_compressed(files.files, config.weight_format)
+                check_compressed(files.files, config.weight_format, config.group_size)
         with progress.stage("export"):
             if isinstance(model, torch.export.ExportedProgram):
                 exported, constants = exported_weightless(model, files)

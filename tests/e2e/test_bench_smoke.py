@@ -254,8 +254,13 @@ def test_compressed_benchmark_quick_run_and_its_table(tmp_path):
     results_schema.validate(results)
     assert results["suite"] == "compressed" and results["mode"] == "quick"
     (workload,) = results["workloads"]
-    assert set(workload["systems"]) == {"eager", "float32", "accelerate", "int8", "int8_streamed", "int8_in_ram"}
-    assert workload["int8_over_float32_bytes"] <= 0.27
-    assert workload["systems"]["int8_streamed"]["bytes_read_per_forward"][0] > 0
+    formats = ("int8", "int4")
+    runs = {f"{f}{kind}" for f in formats for kind in ("", "_streamed", "_in_ram")}
+    assert set(workload["systems"]) == {"eager", "float32", "accelerate"} | runs
+    assert workload["formats"]["int8"]["over_float32_bytes"] <= 0.27
+    assert workload["formats"]["int4"]["over_float32_bytes"] <= 0.15
+    for weight_format in formats:
+        assert workload["systems"][f"{weight_format}_streamed"]["bytes_read_per_forward"][0] > 0
     assert workload["systems"]["int8"]["cosine_vs_eager"] >= 0.999
+    assert workload["systems"]["int4"]["cosine_vs_eager"] >= 0.99
     assert "### Compressed weights" in tables_compressed.render(results)

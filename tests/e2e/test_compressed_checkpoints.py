@@ -28,7 +28,7 @@ def test_a_meta_model_compiles_from_the_int8_checkpoint_as_from_the_model_itself
     from_checkpoint = tt.compile(meta_model(name), (ids,), INT8, devices="cpu", checkpoint=folder)
     from_model = tt.compile(model, (ids,), INT8, devices="cpu")
     torch.testing.assert_close(logits(from_checkpoint(ids)), logits(from_model(ids)), rtol=1e-5, atol=1e-5)
-    assert "int8 weight-only" in from_checkpoint.explain()
+    assert "int8 one scale per output channel" in from_checkpoint.explain()
 
 
 def test_generation_reads_the_int8_checkpoint_in_place(tmp_path):
@@ -60,7 +60,7 @@ def test_a_failed_quantize_leaves_nothing_and_bad_arguments_name_what_was_expect
     (tmp_path / "taken" / "x").write_text("x")
     with pytest.raises(tt.InvalidArgumentError, match="expected a new or empty folder"):
         tt.quantize_checkpoint(tmp_path / "float", tmp_path / "taken")
-    with pytest.raises(tt.InvalidArgumentError, match="expected 'int8', got 'int3'"):
+    with pytest.raises(tt.InvalidArgumentError, match="expected 'int8' or 'int4', got 'int3'"):
         tt.quantize_checkpoint(tmp_path / "float", tmp_path / "out", weight_format="int3")
     os.remove(tmp_path / "float" / "config.json")
     with pytest.raises(tt.InvalidArgumentError, match="pass model="):

@@ -49,7 +49,7 @@ def test_the_model_given_keeps_its_float_layers_and_the_compiled_one_holds_int8(
     layers = [m for m in compiled.model.modules() if isinstance(m, Int8Linear)]
     assert len(layers) == sum(isinstance(m, nn.Linear) for m in model.modules())
     assert all(m.weight.dtype == torch.int8 for m in layers)
-    assert "int8 weight-only" in compiled.explain()
+    assert "int8 one scale per output channel" in compiled.explain()
     accuracy = compiled.accuracy_note  # measured at compile against the float model, on the example inputs
     assert accuracy.startswith("against the float weights on the example inputs: largest difference")
     assert "cosine 0.99" in accuracy and "top-1 agreement of the logits" in accuracy
@@ -64,7 +64,7 @@ def test_int8_greedy_generation_equals_the_int8_model_run_eagerly():
     )
     ids, mask = left_padded(PROMPTS)
     ours = generative.generate(ids, mask, max_new_tokens=10, eos_token_id=STOP, pad_token_id=0)
-    assert "int8 weight-only" in generative.explain()
+    assert "int8 one scale per output channel" in generative.explain()
     generative.close()
     eager = compressed_model(model, "int8")  # the same int8 values and kernels, eagerly
     torch.testing.assert_close(ours, hugging_face(eager, ids, mask, max_new_tokens=10), rtol=0, atol=0)
@@ -93,7 +93,7 @@ def test_under_a_ram_budget_a_call_reads_the_compressed_bytes(tmp_path):
 
 
 def test_weight_format_is_checked_and_refused_where_it_cannot_apply():
-    with pytest.raises(tt.ConfigValueError, match="weight_format: expected None or one of 'int8', got 'int3'"):
+    with pytest.raises(tt.ConfigValueError, match="weight_format: expected None or one of 'int8', 'int4', got 'int3'"):
         tt.CompileConfig(weight_format="int3")
     with pytest.raises(tt.ConfigTypeError, match="weight_format: expected a str"):
         tt.CompileConfig(weight_format=8)
@@ -113,7 +113,7 @@ def test_an_int8_artifact_round_trips_streams_its_int8_bytes_and_refuses_tamperi
     compiled.save(tmp_path / "a")
     loaded = tt.load_compiled(tmp_path / "a")
     torch.testing.assert_close(logits(loaded(ids)), logits(compiled(ids)), rtol=0, atol=0)
-    assert "int8 weight-only" in loaded.explain()
+    assert "int8 one scale per output channel" in loaded.explain()
     held = weight_bytes(compiled.model)
     streaming = tt.load_compiled(tmp_path / "a", config=tt.CompileConfig(ram_budget_bytes=held // 2 + (96 << 10)))
     torch.testing.assert_close(logits(streaming(ids)), logits(compiled(ids)), rtol=1e-5, atol=1e-5)

@@ -88,6 +88,7 @@ def test_valid_config_keeps_its_values():
         "atol": None,
         "rtol": None,
         "weight_format": None,
+        "group_size": 128,
     }
 
 

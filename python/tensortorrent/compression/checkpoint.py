@@ -1,12 +1,12 @@
-"""tt.quantize_checkpoint: a checkpoint's linear layers written once as int8, a tensor at a time.
+"""tt.quantize_checkpoint: a checkpoint's linear layers written once compressed, a tensor at a time.
 
 A model too large for RAM cannot be loaded to be compressed, so the checkpoint is read
-tensor by tensor (holding the largest one and its int8 copy at most) and written as the
-checkpoint of the model's compressed copy (compression/model.py): each linear layer's
-`weight` int8 and its `weight_scale`, every other tensor as it was, under the model's
-own names. A later compile of the model (on the meta device) with
-CompileConfig(weight_format="int8") and checkpoint= that folder reads the int8 values
-in place. The folder also holds `quantization.json` (what wrote it, in which format
+tensor by tensor (holding the largest one and its compressed copy at most) and written
+as the checkpoint of the model's compressed copy (compression/model.py): each linear
+layer's `weight` (int8, or packed int4) and its `weight_scale`, every other tensor as it
+was, under the model's own names. A later compile of the model (on the meta device)
+with the same CompileConfig weight_format (and group_size) and checkpoint= that folder
+reads the compressed values in place. The folder also holds `quantization.json` (what wrote it, in which format
 version) and the source's `config.json` where it had one.
 """
 
@@ -20,14 +20,14 @@ import tempfile
 import torch
 from torch import nn
 
+from ..config import GROUP_SIZES, WEIGHT_FORMATS
 from ..errors import CheckpointError, InvalidArgumentError
 from ..files import write_text_atomically
 from ..observe.progress import CompileProgress
 from ..storage.checkpoint import as_path, open_checkpoint, read_tensor
 from ..storage.name_matching import match_checkpoint
 from ..storage.safetensors_file import write_safetensors
-from .int8_linear import Int8Linear, quantize_int8
-from .model import compressed_model
+from .model import CompressedLinear, compressed_layer, compressed_model
 
 RECORD = "quantization.json"
 RECORD_VERSION = 1
@@ -35,15 +35,25 @@ WEIGHTS = "model.safetensors"
 
 
 def quantize_checkpoint(
-    src: str | os.PathLike, dst: str | os.PathLike, weight_format: str = "int8", *, model: nn.Module | None = None
+    src: str | os.PathLike,
+    dst: str | os.PathLike,
+    weight_format: str = "int8",
+    *,
+    group_size: int = 128,
+    model: nn.Module | None = None,
 ) -> str:
     """Writes folder `dst` (new, or empty) holding `src`'s checkpoint with its linear layers
-    in `weight_format`; returns its path. `model` says which tensors are linear layers
-    (build it on the meta device); None builds it from the `config.json` of a Hugging
-    Face folder `src` (transformers' class named in its `architectures`). Nothing is left
-    at `dst` when it fails."""
-    if weight_format != "int8":
-        raise InvalidArgumentError(f"quantize_checkpoint: weight_format: expected 'int8', got {weight_format!r}")
+    in `weight_format` ("int8", or "int4" in groups of `group_size` inputs, as
+    CompileConfig takes them); returns its path. `model` says which tensors are linear
+    layers (build it on the meta device); None builds it from the `config.json` of a
+    Hugging Face folder `src` (transformers' class named in its `architectures`).
+    Nothing is left at `dst` when it fails."""
+    if weight_format not in WEIGHT_FORMATS:
+        expected = " or ".join(map(repr, WEIGHT_FORMATS))
+        raise InvalidArgumentError(f"quantize_checkpoint: weight_format: expected {expected}, got {weight_format!r}")
+    if group_size not in GROUP_SIZES:
+        expected = ", ".join(map(str, GROUP_SIZES))
+        raise InvalidArgumentError(f"quantize_checkpoint: group_size: expected one of {expected}, got {group_size!r}")
     target = as_path(dst, "quantize_checkpoint: dst")
     if os.path.exists(target) and not (os.path.isdir(target) and not os.listdir(target)):
         raise InvalidArgumentError(f"quantize_checkpoint: dst {target}: expected a new or empty folder")
@@ -55,9 +65,9 @@ def quantize_checkpoint(
     partial = tempfile.mkdtemp(prefix=f".{os.path.basename(target)}-", suffix=".partial", dir=parent)
     try:
         with CompileProgress(["quantize"]) as progress, progress.stage("quantize"):
-            layers = _write_compressed(model, checkpoint, os.path.join(partial, WEIGHTS))
+            layers = _write_compressed(model, checkpoint, os.path.join(partial, WEIGHTS), weight_format, group_size)
         record = {"format": "tensortorrent.weight_format", "version": RECORD_VERSION, "weight_format": weight_format}
-        record["layers"] = layers
+        record.update(group_size=group_size, layers=layers)
         write_text_atomically(os.path.join(partial, RECORD), json.dumps(record, indent=1) + "\n", "quantize_checkpoint")
         config = os.path.join(source_folder, "config.json") if source_folder else None
         if config and os.path.isfile(config):
@@ -71,29 +81,30 @@ def quantize_checkpoint(
     return target
 
 
-def _write_compressed(model: nn.Module, checkpoint, path: str) -> int:
+def _write_compressed(model: nn.Module, checkpoint, path: str, weight_format: str, group_size: int) -> int:
     """Writes the compressed copy of `model`'s tensors, read from `checkpoint`; returns
-    how many linear layers are int8."""
+    how many linear layers are compressed."""
     float_names = _names_by_tensor(model)
     expected = {name: (t.dtype, tuple(t.shape)) for names, t in float_names for name in names}
     tied = {name: names[0] for names, _ in float_names for name in names[1:]}
     matched = match_checkpoint(expected, checkpoint, tied)
-    compressed = compressed_model(model, "int8")
-    layers = {path: m for path, m in compressed.named_modules() if isinstance(m, Int8Linear)}
+    compressed = compressed_model(model, weight_format, group_size)
+    layers = {path for path, m in compressed.named_modules() if isinstance(m, CompressedLinear)}
     transposed = {path for path in layers if type(model.get_submodule(path)).__name__ == "Conv1D"}
-    quantized: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}  # layer -> (values, scale), until both are written
+    done: dict[str, CompressedLinear] = {}  # layer -> its values and scale, until both are written
 
     def value_of(name: str) -> torch.Tensor:
         layer, _, attribute = name.rpartition(".")
         if layer not in layers or attribute == "bias":
             return read_tensor(matched[name])
-        if layer not in quantized:
+        if layer not in done:
             weight = read_tensor(matched[f"{layer}.weight"])
-            quantized[layer] = quantize_int8(weight.t() if layer in transposed else weight)
-        values, scale = quantized[layer]
+            done[layer] = compressed_layer(
+                weight.t() if layer in transposed else weight, None, weight_format, group_size
+            )
+        values = getattr(done[layer], attribute).detach()
         if attribute == "weight_scale":
-            quantized.pop(layer)  # written after the larger values (largest first)
-            return scale
+            done.pop(layer)  # written after the larger values (largest first)
         return values
 
     placeholders = {names[0]: t for names, t in _names_by_tensor(compressed)}
@@ -141,9 +152,9 @@ def model_of_folder(folder: str | None) -> nn.Module:
         return cls(settings).eval()
 
 
-def check_compressed(checkpoint_files: tuple[str, ...], weight_format: str) -> None:
-    """CheckpointError unless quantize_checkpoint wrote these files in `weight_format` (its
-    record beside them), in a format version this release reads."""
+def check_compressed(checkpoint_files: tuple[str, ...], weight_format: str, group_size: int) -> None:
+    """CheckpointError unless quantize_checkpoint wrote these files in `weight_format` (and,
+    for int4, `group_size`: its record beside them), in a format version this release reads."""
     folder = os.path.dirname(checkpoint_files[0])
     try:
         with open(os.path.join(folder, RECORD), encoding="utf-8") as handle:
@@ -155,9 +166,15 @@ def check_compressed(checkpoint_files: tuple[str, ...], weight_format: str) -> N
     if record.get("weight_format") != weight_format:
         holds = f"{record.get('weight_format')!r} weights" if record else "float weights (no quantization.json)"
         raise CheckpointError(
-            f"checkpoint {folder}: weight_format={weight_format!r} reads a checkpoint holding the int8 layers, this "
-            f"one holds {holds}: write one once with tt.quantize_checkpoint(src, dst, weight_format={weight_format!r}) "
-            "or `tensortorrent quantize SRC DST`"
+            f"checkpoint {folder}: weight_format={weight_format!r} reads a checkpoint holding the {weight_format} "
+            f"layers, this one holds {holds}: write one once with tt.quantize_checkpoint(src, dst, "
+            f"weight_format={weight_format!r}) or `tensortorrent quantize SRC DST`"
+        )
+    if weight_format == "int4" and record.get("group_size") != group_size:
+        recorded = record.get("group_size")
+        raise CheckpointError(
+            f"checkpoint {folder}: group_size={group_size} reads int4 in groups of {group_size}; this checkpoint "
+            f"holds groups of {recorded}: pass CompileConfig(group_size={recorded})"
         )
     if record.get("version", 0) > RECORD_VERSION:
         raise CheckpointError(

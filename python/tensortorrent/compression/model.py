@@ -4,7 +4,8 @@ The copy shares every other module, parameter and buffer with the model, which i
 as it was: only the modules on the path to a compressed layer are copied (shallowly,
 their children replaced). Linear layers are torch's nn.Linear and transformers' Conv1D
 (GPT-2's, its weight stored [in, out]); other tensors (embeddings, norms, a mixture of
-experts' stacked experts) stay as they are.
+experts' stacked experts) stay as they are. In "int4", a layer whose shape the int4
+layout cannot hold (int4_linear.fits_int4) is int8.
 """
 
 from __future__ import annotations
@@ -15,21 +16,27 @@ import torch
 from torch import nn
 
 from ..units import format_bytes
+from .int4_linear import Int4Linear, fits_int4
 from .int8_linear import Int8Linear
 
+CompressedLinear = Int8Linear | Int4Linear
 
-def compressed_model(model: nn.Module, weight_format: str | None) -> nn.Module:
+
+def compressed_model(model: nn.Module, weight_format: str | None, group_size: int = 128) -> nn.Module:
     """`model` itself for None, else its copy with every linear layer in `weight_format`."""
     if weight_format is None:
         return model
-    return _compressed(model)
+    return _compressed(model, weight_format, group_size)
 
 
-def _compressed(module: nn.Module) -> nn.Module:
-    layer = _as_int8(module)
-    if layer is not None:
-        return layer
-    children = {name: _compressed(child) if child is not None else None for name, child in module._modules.items()}
+def _compressed(module: nn.Module, weight_format: str, group_size: int) -> nn.Module:
+    weight = float_weight(module)
+    if weight is not None:
+        return compressed_layer(weight, module.bias, weight_format, group_size)
+    children = {
+        name: _compressed(child, weight_format, group_size) if child is not None else None
+        for name, child in module._modules.items()
+    }
     if all(children[name] is child for name, child in module._modules.items()):
         return module  # nothing below changed: shared as it is
     clone = copy.copy(module)  # shares its parameters, buffers and hooks; its children are its own
@@ -37,28 +44,57 @@ def _compressed(module: nn.Module) -> nn.Module:
     return clone
 
 
-def _as_int8(module: nn.Module) -> Int8Linear | None:
+def float_weight(module: nn.Module) -> torch.Tensor | None:
+    """A linear layer's float weight as [out, in]; None for any other module."""
     if isinstance(module, nn.Linear) and module.weight.is_floating_point():
-        return Int8Linear.of(module.weight, module.bias)
+        return module.weight
     if type(module).__name__ == "Conv1D" and hasattr(module, "nf") and module.weight.dim() == 2:
-        return Int8Linear.of(module.weight.t(), module.bias)  # transformers' Conv1D: weight [in, out]
+        return module.weight.t()  # transformers' Conv1D: weight [in, out]
     return None
 
 
+def compressed_layer(
+    weight: torch.Tensor, bias: torch.Tensor | None, weight_format: str, group_size: int
+) -> CompressedLinear:
+    """The layer of float `weight` [out, in] in `weight_format`, int8 where int4 does not fit."""
+    if weight_format == "int4" and fits_int4(*weight.shape, group_size):
+        return Int4Linear.of(weight, bias, group_size)
+    return Int8Linear.of(weight, bias)
+
+
 def weight_format_summary(bound) -> str | None:
-    """explain()'s line on a program's int8 layers (from its bound tensors, so a loaded
-    artifact says it too) and their bytes; None where it has none."""
+    """explain()'s line on a program's compressed layers (from its bound tensors, so a
+    loaded artifact says it too) and their bytes; None where it has none."""
     by_name = {name: b.tensor for b in bound for name in b.names}
     layers = [
         (values, by_name[name + "_scale"])
         for name, values in by_name.items()
-        if values.dtype == torch.int8 and name.endswith(".weight") and name + "_scale" in by_name
+        if values.dtype in (torch.int8, torch.uint8) and name.endswith(".weight") and name + "_scale" in by_name
     ]
     if not layers:
         return None
+    kinds = []
+    for dtype, kind in ((torch.uint8, "int4 in groups of {group}"), (torch.int8, "int8 one scale per output channel")):
+        chosen = [(values, scale) for values, scale in layers if values.dtype == dtype]
+        if chosen:
+            values, scale = chosen[0]
+            group = values.shape[1] * 2 // scale.shape[1] if dtype == torch.uint8 else 0
+            kinds.append(f"{len(chosen)} {kind.format(group=group)}")
     compressed = sum(values.nbytes + scale.nbytes for values, scale in layers)
-    full = sum(values.numel() * scale.element_size() for values, scale in layers)
+    full = sum(scale.shape[0] * _inputs(values) * scale.element_size() for values, scale in layers)
+    dtype = str(layers[0][1].dtype).removeprefix("torch.")
     return (
-        f"int8 weight-only, one scale per output channel: {len(layers)} linear layers, {format_bytes(compressed)} "
-        f"(in {str(layers[0][1].dtype).removeprefix('torch.')}: {format_bytes(full)}); other tensors as they were"
+        f"weight-only compressed linear layers: {', '.join(kinds)}; {format_bytes(compressed)} "
+        f"(in {dtype}: {format_bytes(full)}); other tensors as they were"
     )
+
+
+def formats_computed(nodes) -> str:
+    """explain()'s mark of a region's compressed products: "[int8]", "[int4]", both, or ""."""
+    ops = {torch.ops.tensortorrent.int8_linear.default: "int8", torch.ops.tensortorrent.int4_linear.default: "int4"}
+    kinds = sorted({ops[node.target] for node in nodes if node.target in ops}, key=["int4", "int8"].index)
+    return f" [{'+'.join(kinds)}]" if kinds else ""
+
+
+def _inputs(values: torch.Tensor) -> int:
+    return values.shape[1] * 2 if values.dtype == torch.uint8 else values.shape[1]

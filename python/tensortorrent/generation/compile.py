@@ -47,7 +47,7 @@ def compile_for_generation(
     if config is not None and not isinstance(config, CompileConfig):
         raise InvalidArgumentError(f"{FEATURE}: config: expected a tt.CompileConfig, got {type(config).__name__}")
     config = config or CompileConfig()
-    lm = CachedLM(compressed_model(model, config.weight_format), batch_size, max_length).eval()
+    lm = CachedLM(compressed_model(model, config.weight_format, config.group_size), batch_size, max_length).eval()
     target = resolve_target(devices, machine, config, FEATURE)
     # A checkpoint is opened once: every program's weights are read from its files in place.
     files = open_checkpoint(checkpoint) if checkpoint is not None else None

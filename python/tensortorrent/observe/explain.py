@@ -27,11 +27,13 @@ def explain(
     data_plane: Sequence[str] = (),
     direct_reason: str | None = None,
     region_backends: Sequence[str] = (),
+    region_marks: Sequence[str] = (),
 ) -> str:
     """A readable report of what compile decided and why; `origin` says where it came from;
     `data_plane` describes the Program the data plane runs (it replaces the schedule);
     `direct_reason` overrides the plan's direct-path decision; `region_backends` describes
-    what the regions run where some run compiled code (and the numerics check)."""
+    what the regions run where some run compiled code (and the numerics check);
+    `region_marks` ends each region's line (the formats of its compressed layers)."""
     tied = sum(1 for b in program.bound if len(b.names) > 1)
     placement = plan.placement
     lines = [
@@ -46,7 +48,7 @@ def explain(
     ]
     if placement is not None:
         lines += _machine_lines(placement)
-    lines += ["", "Regions", *_region_lines(regions, plan, costs)]
+    lines += ["", "Regions", *_region_lines(regions, plan, costs, region_marks or [""] * len(regions))]
     if region_backends:
         lines += ["", *region_backends]
     if placement is not None:
@@ -76,7 +78,9 @@ def _machine_lines(placement: Placement) -> list[str]:
     return lines
 
 
-def _region_lines(regions: Sequence[Region], plan: ExecutionPlan, costs: Sequence[RegionCost]) -> list[str]:
+def _region_lines(
+    regions: Sequence[Region], plan: ExecutionPlan, costs: Sequence[RegionCost], marks: Sequence[str]
+) -> list[str]:
     placement = plan.placement
     several = placement is not None and len(placement.machine.devices) > 1
     names = [d.name for d in placement.machine.devices] if several else []
@@ -86,7 +90,7 @@ def _region_lines(regions: Sequence[Region], plan: ExecutionPlan, costs: Sequenc
     )
     header += ("predicted ms on " + " | ".join(names)) if several else "modules"
     lines = [header]
-    for region, device, cost in zip(regions, plan.devices, costs):
+    for region, device, cost, mark in zip(regions, plan.devices, costs, marks):
         deps = ", ".join(f"r{d}" for d in region.deps) or "-"
         measured = "-" if cost.cpu_seconds is None else f"{cost.cpu_seconds * 1e3:.3f}"
         tail = region.span
@@ -97,7 +101,7 @@ def _region_lines(regions: Sequence[Region], plan: ExecutionPlan, costs: Sequenc
         lines.append(
             f"  {region.name:<24} {len(region.nodes):>5} {format_bytes(region.parameter_bytes):>11} "
             f"{cost.flops / 1e6:>9.2f} {measured:>8} {device:<8} {_params_tier(plan, region.index):<18} "
-            f"{deps:<12} {tail}"
+            f"{deps:<12} {tail}{mark}"
         )
     if costs and all(cost.cpu_seconds is not None for cost in costs):
         total = sum(cost.cpu_seconds for cost in costs) * 1e3

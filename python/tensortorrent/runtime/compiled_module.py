@@ -19,6 +19,7 @@ from ..artifact.save import save_compiled
 from ..capture.program import NormalizedProgram
 from ..capture.signature import InputSignature
 from ..compression import weight_format_summary
+from ..compression.model import formats_computed
 from ..config import CompileConfig
 from ..errors import (
     ExecutionCancelled,
@@ -479,6 +480,7 @@ class CompiledModule(nn.Module):
             + ([f"Numerics: {self.numerics_note}"] if self.numerics_note else [])
             + ([f"Weights: {compressed}"] if (compressed := weight_format_summary(program.bound)) else [])
             + ([f"  accuracy {self.accuracy_note}"] if self.accuracy_note else []),
+            [formats_computed(region.nodes) for region in self._regions],
         )
 
     def _direct_reason(self) -> str | None:
