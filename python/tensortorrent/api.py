@@ -13,8 +13,8 @@ from .build import STAGES, build, compiled_module, training_twin
 from .capture import InputSignature, capture_model, normalize
 from .capture.export import check_model, functional_program
 from .capture.module_graph import ModuleGraph, checked, series
-from .compression import compressed_model
 from .compression.accuracy import measured_accuracy
+from .compression.checkpoint import compressed_for
 from .config import CompileConfig
 from .errors import InvalidArgumentError, UnsupportedFeatureError
 from .from_checkpoint import compile_from_checkpoint, exported_source
@@ -25,6 +25,7 @@ from .planning.fit import check_fits, weight_bytes
 from .runtime import CompiledModule
 from .runtime.numerics_check import check_numerics
 from .source import Source
+from .storage.checkpoint import Checkpoint, open_checkpoint
 from .target import Target, resolve_target
 
 
@@ -64,7 +65,8 @@ def compile(
         check_trainable(exported, checkpoint, config)
     original = model
     if config.weight_format is not None:
-        model = compressible(model, exported, config)
+        checkpoint = open_checkpoint(checkpoint) if checkpoint is not None else None
+        model = compressible(model, exported, config, checkpoint)
     if checkpoint is not None:
         source = exported if exported is not None else check_model(model)
         compiled = compile_from_checkpoint(source, args, kwargs, config, checkpoint, devices, machine)
@@ -134,15 +136,16 @@ def compile_on_target(
     return compiled
 
 
-def compressible(model, exported, config: CompileConfig) -> nn.Module:
-    """`model`'s copy with its weights in config.weight_format, or UnsupportedFeatureError."""
+def compressible(model, exported, config: CompileConfig, checkpoint: Checkpoint | None) -> nn.Module:
+    """`model`'s copy with its weights in config.weight_format (from `checkpoint`, opened,
+    where it is given), or UnsupportedFeatureError."""
     if exported is not None:
         raise UnsupportedFeatureError(
             f"weight_format={config.weight_format!r}",
             "an exported program or a .pt2 as the model (its layers are operations, no longer modules)",
             "pass the nn.Module itself",
         )
-    return compressed_model(check_model(model), config.weight_format, config.group_size)
+    return compressed_for(check_model(model), config.weight_format, config.group_size, checkpoint)
 
 
 def check_trainable(exported, checkpoint, config: CompileConfig) -> None:

@@ -29,7 +29,6 @@ from .build import STAGES, build, compiled_module
 from .capture import InputSignature, normalize
 from .capture.export import check_eval_semantics
 from .capture.weightless import capture_weightless, exported_weightless
-from .compression.checkpoint import check_compressed
 from .config import CompileConfig
 from .errors import InvalidArgumentError, NotFoundError, UnsupportedFeatureError
 from .observe.progress import CompileProgress
@@ -104,8 +103,6 @@ def compile_checkpoint_on_target(
     with CompileProgress(["checkpoint", "export", *STAGES]) as progress:
         with progress.stage("checkpoint"):
             files = checkpoint if isinstance(checkpoint, Checkpoint) else open_checkpoint(checkpoint)
-            if config.weight_format is not None:
-                check_compressed(files.files, config.weight_format, config.group_size)
         with progress.stage("export"):
             if isinstance(model, torch.export.ExportedProgram):
                 exported, constants = exported_weightless(model, files)

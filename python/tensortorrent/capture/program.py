@@ -172,7 +172,7 @@ def _gathering_ops() -> dict:
     return ops
 
 
-VIEWS = {aten.transpose.int, aten.permute.default, aten.t.default}  # the same bytes, other strides
+VIEWS = {aten.transpose.int, aten.permute.default, aten.t.default, aten.view.default}  # the same bytes, other shapes
 
 
 def _only_gathered(node: fx.Node, gathering: dict) -> bool:

@@ -3,7 +3,7 @@
 A model too large for RAM cannot be loaded to be compressed, so the checkpoint is read
 tensor by tensor (holding the largest one and its compressed copy at most) and written
 as the checkpoint of the model's compressed copy (compression/model.py): each linear
-layer's `weight` (int8, or packed int4) and its `weight_scale`, every other tensor as it
+layer's and embedding's `weight` (int8, or packed int4) and its `weight_scale`, every other tensor as it
 was, under the model's own names. A later compile of the model (on the meta device)
 with the same CompileConfig weight_format (and group_size) and checkpoint= that folder
 reads the compressed values in place. The folder also holds `quantization.json` (what wrote it, in which format
@@ -24,10 +24,11 @@ from ..config import GROUP_SIZES, WEIGHT_FORMATS
 from ..errors import CheckpointError, InvalidArgumentError
 from ..files import write_text_atomically
 from ..observe.progress import CompileProgress
-from ..storage.checkpoint import as_path, open_checkpoint, read_tensor
+from ..storage.checkpoint import Checkpoint, as_path, open_checkpoint, read_tensor
 from ..storage.name_matching import match_checkpoint
 from ..storage.safetensors_file import write_safetensors
-from .model import CompressedLinear, compressed_layer, compressed_model
+from .int4_linear import ROW_BLOCKS, stored_rows_per_block
+from .model import COMPRESSED_MODULES, CompressedLinear, compressed_layer, compressed_model
 
 RECORD = "quantization.json"
 RECORD_VERSION = 1
@@ -67,7 +68,7 @@ def quantize_checkpoint(
         with CompileProgress(["quantize"]) as progress, progress.stage("quantize"):
             layers = _write_compressed(model, checkpoint, os.path.join(partial, WEIGHTS), weight_format, group_size)
         record = {"format": "tensortorrent.weight_format", "version": RECORD_VERSION, "weight_format": weight_format}
-        record.update(group_size=group_size, layers=layers)
+        record.update(group_size=group_size, rows_per_block=stored_rows_per_block(), layers=layers)
         write_text_atomically(os.path.join(partial, RECORD), json.dumps(record, indent=1) + "\n", "quantize_checkpoint")
         config = os.path.join(source_folder, "config.json") if source_folder else None
         if config and os.path.isfile(config):
@@ -83,24 +84,29 @@ def quantize_checkpoint(
 
 def _write_compressed(model: nn.Module, checkpoint, path: str, weight_format: str, group_size: int) -> int:
     """Writes the compressed copy of `model`'s tensors, read from `checkpoint`; returns
-    how many linear layers are compressed."""
+    how many modules (linear layers, embeddings) are compressed."""
     float_names = _names_by_tensor(model)
     expected = {name: (t.dtype, tuple(t.shape)) for names, t in float_names for name in names}
     tied = {name: names[0] for names, _ in float_names for name in names[1:]}
     matched = match_checkpoint(expected, checkpoint, tied)
     compressed = compressed_model(model, weight_format, group_size)
-    layers = {path for path, m in compressed.named_modules() if isinstance(m, CompressedLinear)}
-    transposed = {path for path in layers if type(model.get_submodule(path)).__name__ == "Conv1D"}
+    # Each compressed module's format (an embedding no head shares is int8 under "int4").
+    formats = {
+        path: "int4" if getattr(m, "group_size", None) else "int8"
+        for path, m in compressed.named_modules(remove_duplicate=False)
+        if isinstance(m, COMPRESSED_MODULES)
+    }
+    transposed = {path for path in formats if type(model.get_submodule(path)).__name__ == "Conv1D"}
     done: dict[str, CompressedLinear] = {}  # layer -> its values and scale, until both are written
 
     def value_of(name: str) -> torch.Tensor:
         layer, _, attribute = name.rpartition(".")
-        if layer not in layers or attribute == "bias":
+        if layer not in formats or attribute == "bias":
             return read_tensor(matched[name])
         if layer not in done:
             weight = read_tensor(matched[f"{layer}.weight"])
             done[layer] = compressed_layer(
-                weight.t() if layer in transposed else weight, None, weight_format, group_size
+                weight.t() if layer in transposed else weight, None, formats[layer], group_size
             )
         values = getattr(done[layer], attribute).detach()
         if attribute == "weight_scale":
@@ -109,7 +115,7 @@ def _write_compressed(model: nn.Module, checkpoint, path: str, weight_format: st
 
     placeholders = {names[0]: t for names, t in _names_by_tensor(compressed)}
     write_safetensors(placeholders, path, value_of)
-    return len(layers)
+    return len(formats)
 
 
 def _names_by_tensor(model: nn.Module) -> list[tuple[list[str], torch.Tensor]]:
@@ -152,9 +158,22 @@ def model_of_folder(folder: str | None) -> nn.Module:
         return cls(settings).eval()
 
 
-def check_compressed(checkpoint_files: tuple[str, ...], weight_format: str, group_size: int) -> None:
-    """CheckpointError unless quantize_checkpoint wrote these files in `weight_format` (and,
-    for int4, `group_size`: its record beside them), in a format version this release reads."""
+def compressed_for(
+    model: nn.Module, weight_format: str | None, group_size: int, checkpoint: Checkpoint | None
+) -> nn.Module:
+    """`model`'s copy in `weight_format` (compressed_model); with `checkpoint` (opened),
+    which must hold that format (check_compressed), the copy takes the int4 layout the
+    checkpoint was written in."""
+    if checkpoint is None or weight_format is None:
+        return compressed_model(model, weight_format, group_size)
+    rows_per_block = check_compressed(checkpoint.files, weight_format, group_size)
+    return compressed_model(model, weight_format, group_size, rows_per_block)
+
+
+def check_compressed(checkpoint_files: tuple[str, ...], weight_format: str, group_size: int) -> int:
+    """The block of rows of the int4 layout quantize_checkpoint wrote these files in;
+    CheckpointError unless it wrote them in `weight_format` (and, for int4, `group_size`:
+    its record beside them), in a format version this release reads."""
     folder = os.path.dirname(checkpoint_files[0])
     try:
         with open(os.path.join(folder, RECORD), encoding="utf-8") as handle:
@@ -181,3 +200,9 @@ def check_compressed(checkpoint_files: tuple[str, ...], weight_format: str, grou
             f"{os.path.join(folder, RECORD)}: format version {record['version']} needs a newer tensortorrent "
             f"(this one reads versions up to {RECORD_VERSION})"
         )
+    rows_per_block = record.get("rows_per_block", max(ROW_BLOCKS))  # the first ones: written on AVX-512
+    if rows_per_block not in ROW_BLOCKS:
+        raise CheckpointError(
+            f"{os.path.join(folder, RECORD)}: rows_per_block {rows_per_block!r}, expected one of {ROW_BLOCKS}"
+        )
+    return rows_per_block

@@ -27,6 +27,12 @@ def quantize_int8(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return values, scale
 
 
+def frozen_parameter(tensor: torch.Tensor) -> nn.Parameter:
+    """`tensor` as a Parameter without gradient; a Parameter as it is, so that layers made
+    from one table share it (tied)."""
+    return tensor if isinstance(tensor, nn.Parameter) else nn.Parameter(tensor, requires_grad=False)
+
+
 @torch.library.custom_op("tensortorrent::int8_linear", mutates_args=())
 def int8_linear(
     x: torch.Tensor, weight: torch.Tensor, weight_scale: torch.Tensor, bias: torch.Tensor | None
@@ -55,8 +61,7 @@ class Int8Linear(nn.Module):
 
     def __init__(self, weight: torch.Tensor, weight_scale: torch.Tensor, bias: torch.Tensor | None) -> None:
         super().__init__()
-        self.weight = nn.Parameter(weight, requires_grad=False)
-        self.weight_scale = nn.Parameter(weight_scale, requires_grad=False)
+        self.weight, self.weight_scale = frozen_parameter(weight), frozen_parameter(weight_scale)
         self.bias = nn.Parameter(bias.detach(), requires_grad=False) if bias is not None else None
         self.out_features, self.in_features = weight.shape
 
@@ -68,6 +73,10 @@ class Int8Linear(nn.Module):
             values = torch.empty(weight.shape, dtype=torch.int8, device="meta")
             return cls(values, torch.empty(weight.shape[0], dtype=weight.dtype, device="meta"), bias)
         return cls(*quantize_int8(weight.detach()), bias)
+
+    def sharing(self, bias: torch.Tensor | None) -> Int8Linear:
+        """A layer holding this one's values and scale (the same Parameters: tied), and `bias`."""
+        return Int8Linear(self.weight, self.weight_scale, bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return int8_linear(x, self.weight, self.weight_scale, self.bias)

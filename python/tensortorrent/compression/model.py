@@ -1,11 +1,14 @@
-"""A model's copy with its linear layers' weights compressed (CompileConfig.weight_format).
+"""A model's copy with its linear layers' and embeddings' weights compressed (CompileConfig.weight_format).
 
 The copy shares every other module, parameter and buffer with the model, which is left
 as it was: only the modules on the path to a compressed layer are copied (shallowly,
 their children replaced). Linear layers are torch's nn.Linear and transformers' Conv1D
-(GPT-2's, its weight stored [in, out]); other tensors (embeddings, norms, a mixture of
-experts' stacked experts) stay as they are. In "int4", a layer whose shape the int4
-layout cannot hold (int4_linear.fits_int4) is int8.
+(GPT-2's, its weight stored [in, out]); embeddings are nn.Embedding itself (a subclass
+may change what a lookup computes; one that renormalizes rows, max_norm, writes its
+table). Other tensors (norms, a mixture of experts' stacked experts) stay as they are.
+In "int4", a table whose shape the int4 layout cannot hold (int4_linear.fits_int4) is
+int8, and so is an embedding's unless a linear layer shares it. A table shared by
+several modules (a head tied to its embedding) is compressed once, and stays shared.
 """
 
 from __future__ import annotations
@@ -16,32 +19,63 @@ import torch
 from torch import nn
 
 from ..units import format_bytes
+from .embedding import CompressedEmbedding
 from .int4_linear import Int4Linear, fits_int4
 from .int8_linear import Int8Linear
 
 CompressedLinear = Int8Linear | Int4Linear
+COMPRESSED_MODULES = (Int8Linear, Int4Linear, CompressedEmbedding)
 
 
-def compressed_model(model: nn.Module, weight_format: str | None, group_size: int = 128) -> nn.Module:
-    """`model` itself for None, else its copy with every linear layer in `weight_format`."""
+def compressed_model(
+    model: nn.Module, weight_format: str | None, group_size: int = 128, rows_per_block: int | None = None
+) -> nn.Module:
+    """`model` itself for None, else its copy with every linear layer and embedding in
+    `weight_format`; int4 values in blocks of `rows_per_block` rows (None: this machine's
+    kernel's, int4_linear.stored_rows_per_block)."""
     if weight_format is None:
         return model
-    return _compressed(model, weight_format, group_size)
+    heads = {id(m.weight) for m in model.modules() if isinstance(m, nn.Linear)}
+    return _Compressor(weight_format, group_size, rows_per_block, heads).copy_of(model)
 
 
-def _compressed(module: nn.Module, weight_format: str, group_size: int) -> nn.Module:
-    weight = float_weight(module)
-    if weight is not None:
-        return compressed_layer(weight, module.bias, weight_format, group_size)
-    children = {
-        name: _compressed(child, weight_format, group_size) if child is not None else None
-        for name, child in module._modules.items()
-    }
-    if all(children[name] is child for name, child in module._modules.items()):
-        return module  # nothing below changed: shared as it is
-    clone = copy.copy(module)  # shares its parameters, buffers and hooks; its children are its own
-    clone._modules = children
-    return clone
+class _Compressor:
+    def __init__(self, weight_format: str, group_size: int, rows_per_block: int | None, heads: set[int]) -> None:
+        self.weight_format, self.group_size, self.rows_per_block = weight_format, group_size, rows_per_block
+        self.heads = heads  # id() of the weights of linear layers (nn.Linear's: [out, in], as an embedding's)
+        self.tables: dict[tuple[int, bool], CompressedLinear] = {}  # (id(weight), transposed) -> its compressed table
+
+    def copy_of(self, module: nn.Module) -> nn.Module:
+        replaced = self._replacement(module)
+        if replaced is not None:
+            return replaced
+        children = {name: self.copy_of(child) if child is not None else None for name, child in module._modules.items()}
+        if all(children[name] is child for name, child in module._modules.items()):
+            return module  # nothing below changed: shared as it is
+        clone = copy.copy(module)  # shares its parameters, buffers and hooks; its children are its own
+        clone._modules = children
+        return clone
+
+    def _replacement(self, module: nn.Module) -> nn.Module | None:
+        if type(module) is nn.Embedding and module.weight.is_floating_point() and module.max_norm is None:
+            # A lookup reads the few rows of its tokens, never the whole table, so int4 would
+            # save disk and RAM only, at int4's error: a table no head shares is int8.
+            weight_format = self.weight_format if id(module.weight) in self.heads else "int8"
+            return CompressedEmbedding(self._table(module.weight, transposed=False, weight_format=weight_format))
+        weight = float_weight(module)
+        if weight is None:
+            return None
+        transposed = weight is not module.weight
+        return self._table(module.weight, transposed, self.weight_format).sharing(module.bias)
+
+    def _table(self, weight: torch.Tensor, transposed: bool, weight_format: str) -> CompressedLinear:
+        key = (id(weight), transposed)
+        if key not in self.tables:
+            rows_by_features = weight.t() if transposed else weight
+            self.tables[key] = compressed_layer(
+                rows_by_features, None, weight_format, self.group_size, self.rows_per_block
+            )
+        return self.tables[key]
 
 
 def float_weight(module: nn.Module) -> torch.Tensor | None:
@@ -54,23 +88,29 @@ def float_weight(module: nn.Module) -> torch.Tensor | None:
 
 
 def compressed_layer(
-    weight: torch.Tensor, bias: torch.Tensor | None, weight_format: str, group_size: int
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    weight_format: str,
+    group_size: int,
+    rows_per_block: int | None = None,
 ) -> CompressedLinear:
     """The layer of float `weight` [out, in] in `weight_format`, int8 where int4 does not fit."""
     if weight_format == "int4" and fits_int4(*weight.shape, group_size):
-        return Int4Linear.of(weight, bias, group_size)
+        return Int4Linear.of(weight, bias, group_size, rows_per_block)
     return Int8Linear.of(weight, bias)
 
 
 def weight_format_summary(bound) -> str | None:
-    """explain()'s line on a program's compressed layers (from its bound tensors, so a
-    loaded artifact says it too) and their bytes; None where it has none."""
+    """explain()'s line on a program's compressed tables (linear layers and embeddings, a
+    tied one once; from its bound tensors, so a loaded artifact says it too) and their
+    bytes; None where it has none."""
     by_name = {name: b.tensor for b in bound for name in b.names}
-    layers = [
-        (values, by_name[name + "_scale"])
+    tables = {
+        id(values): (values, by_name[name + "_scale"])
         for name, values in by_name.items()
         if values.dtype in (torch.int8, torch.uint8) and name.endswith(".weight") and name + "_scale" in by_name
-    ]
+    }
+    layers = list(tables.values())
     if not layers:
         return None
     kinds = []
@@ -84,7 +124,7 @@ def weight_format_summary(bound) -> str | None:
     full = sum(scale.shape[0] * _inputs(values) * scale.element_size() for values, scale in layers)
     dtype = str(layers[0][1].dtype).removeprefix("torch.")
     return (
-        f"weight-only compressed linear layers: {', '.join(kinds)}; {format_bytes(compressed)} "
+        f"weight-only compressed tables (linear layers, embeddings): {', '.join(kinds)}; {format_bytes(compressed)} "
         f"(in {dtype}: {format_bytes(full)}); other tensors as they were"
     )
 

@@ -55,8 +55,9 @@ class CachedLM(nn.Module):
             )
         self.cache = static_cache(config=config, max_cache_len=max_length)
         heads, head_dim = _head_shapes(config)
-        dtype = next(model.parameters()).dtype
-        self.cache.early_initialization(batch_size, heads, head_dim, dtype, torch.device("cpu"))
+        # The model's float dtype: a compressed model's first parameters may be integers.
+        self.dtype = next(p.dtype for p in model.parameters() if p.is_floating_point())
+        self.cache.early_initialization(batch_size, heads, head_dim, self.dtype, torch.device("cpu"))
         for index, layer in enumerate(self.cache.layers):
             self.register_buffer(f"key_cache_{index}", layer.keys, persistent=False)
             self.register_buffer(f"value_cache_{index}", layer.values, persistent=False)
@@ -89,7 +90,7 @@ class CachedLM(nn.Module):
         """The additive 4-D mask (batch x 1 x length x max_length): each token sees the
         real tokens at or before its own cache position. Passed as it is, the model's own
         mask code is skipped, so every transformers version masks alike."""
-        dtype = next(self.model.parameters()).dtype
+        dtype = self.dtype
         queries = start + torch.arange(length)
         keys = torch.arange(self.max_length)
         seen = (keys[None, :] <= queries[:, None])[None, None] & attention_mask[:, None, None, :].bool()

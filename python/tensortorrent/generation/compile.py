@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from ..api import compile_on_target
-from ..compression import compressed_model
+from ..compression.checkpoint import compressed_for
 from ..config import CompileConfig
 from ..errors import InvalidArgumentError
 from ..from_checkpoint import compile_checkpoint_on_target
@@ -47,10 +47,11 @@ def compile_for_generation(
     if config is not None and not isinstance(config, CompileConfig):
         raise InvalidArgumentError(f"{FEATURE}: config: expected a tt.CompileConfig, got {type(config).__name__}")
     config = config or CompileConfig()
-    lm = CachedLM(compressed_model(model, config.weight_format, config.group_size), batch_size, max_length).eval()
-    target = resolve_target(devices, machine, config, FEATURE)
     # A checkpoint is opened once: every program's weights are read from its files in place.
     files = open_checkpoint(checkpoint) if checkpoint is not None else None
+    lm = CachedLM(compressed_for(model, config.weight_format, config.group_size, files), batch_size, max_length)
+    lm = lm.eval()
+    target = resolve_target(devices, machine, config, FEATURE)
 
     def build(length: int, shared: dict[str, torch.Tensor] | None) -> CompiledModule:
         example = _example(lm, length)

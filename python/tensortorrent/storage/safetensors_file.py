@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from .. import core
-from ..errors import ArtifactError, StorageError, UnsupportedError
+from ..errors import ArtifactError, InternalError, StorageError, UnsupportedError
 from ..planning.weights_on_disk import WeightRange, WeightsOnDisk
 
 if TYPE_CHECKING:  # a type read here; capture builds on storage
@@ -171,10 +171,21 @@ def write_safetensors(
     with open(path, "wb") as handle:
         handle.write(struct.pack("<Q", len(text)) + text)
         for key in order:
-            value = bytes_of(key) if bytes_of is not None else tensors[key]
+            value = tensors[key] if bytes_of is None else _as_placed(key, bytes_of(key), tensors[key], path)
             if _nbytes(value):
                 # The tensor's own bytes, without a copy.
                 handle.write((ctypes.c_char * _nbytes(value)).from_address(value.data_ptr()))
+
+
+def _as_placed(key: str, value: torch.Tensor, placeholder: torch.Tensor, path: str) -> torch.Tensor:
+    """`value` if the header written for `key` describes it (else InternalError: the
+    bytes would land under another tensor's offsets)."""
+    if (value.dtype, value.shape) != (placeholder.dtype, placeholder.shape) or not value.is_contiguous():
+        raise InternalError(
+            f"{path}: tensor {key!r}: the header says {placeholder.dtype} {tuple(placeholder.shape)}, "
+            f"its value is {value.dtype} {tuple(value.shape)}{'' if value.is_contiguous() else ' (not contiguous)'}"
+        )
+    return value
 
 
 def tensor_crc32c(tensor: torch.Tensor) -> int:
