@@ -3,6 +3,8 @@ computed as int8 with a scale per output channel, for GPT-2, Llama and Qwen3."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 import transformers
@@ -133,10 +135,22 @@ def test_an_int8_artifact_round_trips_streams_its_int8_bytes_and_refuses_tamperi
     loaded = tt.load_compiled(tmp_path / "a")
     torch.testing.assert_close(logits(loaded(ids)), logits(compiled(ids)), rtol=0, atol=0)
     assert "int8 one scale per output channel" in loaded.explain()
+    assert loaded.accuracy_note == compiled.accuracy_note  # measured at compile, kept in the manifest
+    assert f"accuracy {compiled.accuracy_note}" in loaded.explain()
     held = weight_bytes(compiled.model)
     streaming = tt.load_compiled(tmp_path / "a", config=tt.CompileConfig(ram_budget_bytes=held // 2 + (96 << 10)))
     torch.testing.assert_close(logits(streaming(ids)), logits(compiled(ids)), rtol=1e-5, atol=1e-5)
     assert 0 < streaming.last_report.bytes_read < held
+    manifest_path = tmp_path / "a" / "manifest.json"
+    saved = manifest_path.read_text()
+    manifest = json.loads(saved)
+    assert manifest["compressed_weights"]["weight_format"] == "int8"
+    manifest["compressed_weights"]["version"] = 2
+    manifest_path.write_text(json.dumps(manifest))
+    # A later format's entry is refused (the manifest's digest is checked first: skip it here).
+    with pytest.raises(tt.ArtifactError, match="compressed_weights version 2 needs a newer tensortorrent"):
+        tt.load_compiled(tmp_path / "a", verify_integrity=False)
+    manifest_path.write_text(saved)
     weights = tmp_path / "a" / "weights.safetensors"
     data = bytearray(weights.read_bytes())
     data[-5] ^= 0x01

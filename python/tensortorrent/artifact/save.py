@@ -13,6 +13,8 @@ from ..hardware import hardware_fingerprint
 from ..planning import plan_to_json
 from ..storage.safetensors_file import save_weights
 from ..version import __version__
+from .compressed_entry import FIELD as COMPRESSED_FIELD
+from .compressed_entry import compressed_entry
 from .devices import device_entries
 from .integrity import write_integrity
 from .layout import FORMAT, FORMAT_VERSION, MANIFEST, PROGRAM, WEIGHTS
@@ -70,6 +72,9 @@ def write_program(
     manifest = _manifest(parts, parts.signature.to_json(), weights, program_name)
     if weight_files is not None:
         manifest["weight_files"] = weight_files
+    compressed = compressed_entry(parts.config, parts.accuracy_note)
+    if compressed is not None:
+        manifest[COMPRESSED_FIELD] = compressed
     with open(os.path.join(directory, manifest_name), "w", encoding="utf-8") as handle:
         json.dump(manifest, handle, indent=2)
 

@@ -9,6 +9,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from ..artifact.compressed_entry import saved_accuracy
 from ..artifact.devices import saved_devices
 from ..artifact.layout import MANIFEST
 from ..artifact.program_archive import load_program as load_program_archive
@@ -80,8 +81,11 @@ def load_program(
         verify=on_disk is not None and weights.verify(files),
         origin=origin + target.note(),
     ).sharing(shared)
+    accuracy = saved_accuracy(manifest, MANIFEST)
     with CompileProgress(STAGES) as progress:
-        return compiled_module(source, config, build(source, target, config, saved=saved, progress=progress))
+        compiled = compiled_module(source, config, build(source, target, config, saved=saved, progress=progress))
+    compiled.accuracy_note = accuracy
+    return compiled
 
 
 def _saved_backends(manifest: dict, region_count: int) -> list[RegionChoice] | None:

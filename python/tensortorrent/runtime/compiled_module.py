@@ -61,6 +61,7 @@ class ArtifactParts:
     region_costs: tuple[RegionCost, ...]
     weights_on_disk: WeightsOnDisk | None  # where the bytes of bound tensors on the meta device are
     region_backends: RegionBackends  # what each region runs (eager, or inductor's code: compiled again on load)
+    accuracy_note: str | None  # compressed weights against the float ones, measured at compile
 
 
 class CompiledModule(nn.Module):
@@ -550,6 +551,7 @@ class CompiledModule(nn.Module):
             region_costs=tuple(self._costs),
             weights_on_disk=self._plane.weights if self._plane is not None else None,
             region_backends=self._backends,
+            accuracy_note=self.accuracy_note,
         )
 
     def trace(self, path: str | os.PathLike) -> str:
