@@ -66,6 +66,11 @@ const DTypeInfo& info(DType dtype) { return kDTypes[static_cast<std::size_t>(dty
 // "tensor 'name'", the subject of most messages (the reader or corrupt() adds the file).
 std::string tensor_text(const std::string& name) { return "tensor " + quote_for_message(name); }
 
+// "tensor 'name' (its entry at byte N)", for faults of an entry read whole.
+std::string entry_text(const TensorEntry& entry) {
+  return tensor_text(entry.name) + " (its entry at byte " + std::to_string(entry.entry_at) + ")";
+}
+
 // A non-negative integer element of a shape or offsets array, described by `what`.
 std::uint64_t read_unsigned(JsonReader& json, std::string_view label, const std::string& what) {
   const JsonKind kind = json.peek();
@@ -86,7 +91,7 @@ constexpr std::string_view kEntryKeys = " (an entry holds exactly dtype, shape a
 
 TensorEntry read_tensor(JsonReader& json, std::string_view label, std::string name) {
   const std::string where = tensor_text(name);
-  TensorEntry entry{std::move(name), DType::U8, {}, 0, 0};
+  TensorEntry entry{std::move(name), DType::U8, {}, 0, 0, json.offset()};
   const JsonKind kind = json.peek();
   if (kind != JsonKind::Object) {
     json.fail(where + " is " + std::string(json_kind_name(kind)) + ", expected an object" + std::string(kEntryKeys));
@@ -167,15 +172,15 @@ std::uint64_t tensor_bytes(std::string_view label, const TensorEntry& entry) {
   std::uint64_t elements = 1;
   for (std::int64_t dim : entry.shape) {
     if (__builtin_mul_overflow(elements, static_cast<std::uint64_t>(dim), &elements)) {
-      corrupt(label, tensor_text(entry.name) + ": the element count of its shape overflows 64 bits");
+      corrupt(label, entry_text(entry) + ": the element count of its shape overflows 64 bits");
     }
   }
   std::uint64_t bits = 0;
   if (__builtin_mul_overflow(elements, static_cast<std::uint64_t>(dtype_bits(entry.dtype)), &bits)) {
-    corrupt(label, tensor_text(entry.name) + ": its size in bits overflows 64 bits");
+    corrupt(label, entry_text(entry) + ": its size in bits overflows 64 bits");
   }
   if (bits % 8 != 0) {
-    corrupt(label, tensor_text(entry.name) + ": " + std::to_string(elements) + " elements of " +
+    corrupt(label, entry_text(entry) + ": " + std::to_string(elements) + " elements of " +
                        std::string(dtype_name(entry.dtype)) + " do not fill whole bytes");
   }
   return bits / 8;
@@ -188,11 +193,11 @@ std::string offsets_text(const TensorEntry& entry) {
 void validate_layout(std::string_view label, SafetensorsHeader& header, std::uint64_t file_size) {
   for (const TensorEntry& entry : header.tensors) {
     if (entry.end < entry.begin) {
-      corrupt(label, tensor_text(entry.name) + ": " + offsets_text(entry) + " end before they begin");
+      corrupt(label, entry_text(entry) + ": " + offsets_text(entry) + " end before they begin");
     }
     const std::uint64_t bytes = tensor_bytes(label, entry);
     if (entry.end - entry.begin != bytes) {
-      corrupt(label, tensor_text(entry.name) + ": " + offsets_text(entry) + " span " +
+      corrupt(label, entry_text(entry) + ": " + offsets_text(entry) + " span " +
                          std::to_string(entry.end - entry.begin) + " bytes but its shape of " +
                          std::string(dtype_name(entry.dtype)) + " needs " + std::to_string(bytes));
     }

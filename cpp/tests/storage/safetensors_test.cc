@@ -210,7 +210,7 @@ std::vector<BrokenCase> broken_cases() {
        "size in bits overflows"},
       {"BeginAfterEnd", file_of("{" + u8("a", "[2]", 2, 0) + "}", "xy"), "data_offsets [2, 0] end before they begin"},
       {"SizeMismatch", file_of("{" + entry("a", "F32", "[2]", 0, 4) + "}", "abcd"),
-       "tensor 'a': data_offsets [0, 4] span 4 bytes but its shape of F32 needs 8"},
+       "tensor 'a' (its entry at byte 13): data_offsets [0, 4] span 4 bytes but its shape of F32 needs 8"},
       {"SubByteNotWholeBytes", file_of("{" + entry("a", "F4", "[3]", 0, 2) + "}", "xy"),
        "3 elements of F4 do not fill whole bytes"},
       {"ScalarOfF4", file_of("{" + entry("a", "F4", "[]", 0, 0) + "}"), "1 elements of F4"},

@@ -42,6 +42,16 @@ def load_compiled(
     the weights stay on disk and stream through the core.
     """
     directory = check_load_arguments(path, config, verify_integrity)
+    try:
+        return _load(directory, config, verify_integrity, devices, machine)
+    except ArtifactError as error:
+        if directory in str(error):
+            raise
+        # The readers name the artifact's files alone: say which artifact.
+        raise type(error)(f"artifact {directory}: {error}") from error
+
+
+def _load(directory: str, config, verify_integrity: bool, devices, machine) -> CompiledModule | GenerativeModule:
     files = ArtifactFiles.open(directory, verify_integrity)
     manifest = files.read_json(MANIFEST)
     if isinstance(manifest, dict) and manifest.get("format") == GENERATION_FORMAT:

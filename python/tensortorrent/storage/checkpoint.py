@@ -171,6 +171,13 @@ def checkpoint_of_index(index_path: str) -> Checkpoint:
     weight_map = read_weight_map(index_path)
     folder = os.path.dirname(index_path)
     shard_of = {name: os.path.normpath(os.path.join(folder, shard)) for name, shard in weight_map.items()}
+    # An index is read from where it lies: a shard beside it or below, never elsewhere.
+    outside = sorted({weight_map[name] for name, shard in shard_of.items() if not _within(shard, folder)})
+    if outside:
+        raise CheckpointError(
+            f"checkpoint index {index_path} names shard file(s) outside its folder {folder}: {list_names(outside)}; "
+            "expected paths relative to that folder, within it"
+        )
     absent = sorted({shard for shard in shard_of.values() if not os.path.isfile(shard)})
     if absent:
         raise CheckpointError(
@@ -194,6 +201,10 @@ def checkpoint_of_index(index_path: str) -> Checkpoint:
             f"does not list: {list_names(unlisted)}"
         )
     return checkpoint
+
+
+def _within(path: str, folder: str) -> bool:
+    return os.path.commonpath([os.path.abspath(path), os.path.abspath(folder)]) == os.path.abspath(folder)
 
 
 def read_weight_map(index_path: str) -> dict[str, str]:

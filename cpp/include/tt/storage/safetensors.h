@@ -37,6 +37,7 @@ struct TensorEntry {
   std::vector<std::int64_t> shape;  // each dimension >= 0; empty for a scalar
   std::uint64_t begin;              // first byte, relative to the data section
   std::uint64_t end;                // one past the last byte; end - begin is the tensor's size
+  std::uint64_t entry_at = 0;       // the file's byte where its header entry begins (for messages)
 };
 
 // A validated header: tensors tile the data section exactly, and the data section ends at
