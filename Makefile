@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 CPP_SOURCES := $(shell find cpp -name '*.h' -o -name '*.cc') CMakeLists.txt pyproject.toml
 
-.PHONY: all demo test test-cpp test-python lint sanitize sanitize-thread fuzz bench system-deps clean gpu-wheels
+.PHONY: all demo test test-cpp test-python lint sanitize sanitize-thread fuzz fuzz-short bench system-deps clean gpu-wheels
 
 all: $(VENV)/.built
 
@@ -57,7 +57,7 @@ lint: $(VENV)/.built
 	$(BIN)/ruff check python tests bench
 	$(BIN)/ruff format --check python tests bench
 
-test: lint test-cpp sanitize sanitize-thread test-python
+test: lint test-cpp sanitize sanitize-thread fuzz-short test-python
 
 # Wheels of pytest and rich for bench/gpu_check.sh on a GPU machine without network or them:
 # carry build/gpu-wheels there beside the tree.
@@ -79,22 +79,34 @@ sanitize-thread: $(VENV)/.deps | system-deps
 	$(BIN)/cmake --build build/sanitize-thread
 	TSAN_OPTIONS=halt_on_error=1 $(BIN)/ctest --test-dir build/sanitize-thread --output-on-failure
 
-# libFuzzer on the safetensors header parser, with ASan and UBSan; clang only, no venv.
-# Not part of `test`: it runs for FUZZ_SECONDS and grows its corpus in build/fuzz.
+# libFuzzer targets (cpp/fuzz/*_fuzz.cc: the safetensors header and the JSON reader; a
+# program's spec and its schedule) with ASan and UBSan; clang only, no venv. Each runs for
+# FUZZ_SECONDS from its seed corpus (cpp/fuzz/corpus/<target>) and grows its corpus in
+# build/fuzz; a crash is written there and fails the target. `make test` runs 30 s of each.
 FUZZ_SECONDS ?= 60
-FUZZ_SOURCES := cpp/fuzz/safetensors_fuzz.cc cpp/src/storage/safetensors.cc cpp/src/storage/json_reader.cc \
-	cpp/src/common/error.cc
+FUZZ_TARGETS ?= safetensors program
+FUZZ_SOURCES := cpp/src/storage/safetensors.cc cpp/src/storage/json_reader.cc $(wildcard cpp/src/ir/*.cc) \
+	$(wildcard cpp/src/common/*.cc)
 fuzz:
 	@command -v clang++ >/dev/null || { \
 		echo "installing Debian packages: clang"; \
 		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq clang; \
 	}
-	mkdir -p build/fuzz/corpus
-	clang++ -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -Icpp/include \
-		$(FUZZ_SOURCES) -o build/fuzz/safetensors_fuzz
-	UBSAN_OPTIONS=print_stacktrace=1 build/fuzz/safetensors_fuzz -max_total_time=$(FUZZ_SECONDS) \
-		-max_len=4096 -artifact_prefix=build/fuzz/ build/fuzz/corpus cpp/fuzz/corpus/safetensors
+	@set -e; for target in $(FUZZ_TARGETS); do \
+		mkdir -p build/fuzz/corpus/$$target cpp/fuzz/corpus/$$target; \
+		clang++ -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -Icpp/include \
+			cpp/fuzz/$${target}_fuzz.cc $(FUZZ_SOURCES) -lpthread -o build/fuzz/$${target}_fuzz; \
+		echo "fuzzing $$target for $(FUZZ_SECONDS) s"; \
+		UBSAN_OPTIONS=print_stacktrace=1 build/fuzz/$${target}_fuzz -max_total_time=$(FUZZ_SECONDS) \
+			-max_len=4096 -print_final_stats=1 -artifact_prefix=build/fuzz/$$target- \
+			build/fuzz/corpus/$$target cpp/fuzz/corpus/$$target 2>build/fuzz/$$target.log \
+			|| { tail -60 build/fuzz/$$target.log; exit 1; }; \
+		grep -E "^stat::number_of_executed_units|^stat::new_units_added" build/fuzz/$$target.log; \
+	done
+
+fuzz-short:
+	$(MAKE) fuzz FUZZ_SECONDS=30
 
 # The benchmarks, suite S1 first, S4 only where torch sees a CUDA GPU; then the tables of docs/benchmarks.md
 # and docs/figures from the results. Their baselines are pyproject.toml's bench extra, installed

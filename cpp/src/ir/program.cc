@@ -49,7 +49,10 @@ void check_tiers_and_queues(const ProgramSpec& spec) {
     }
   }
   for (const FileSpec& file : spec.files) {
-    const std::int64_t chunks = file.chunk_bytes > 0 ? (file.bytes + file.chunk_bytes - 1) / file.chunk_bytes : 0;
+    // Rounded up without overflow: bytes may be anything a saved program says.
+    const std::int64_t chunks = file.chunk_bytes > 0 && file.bytes >= 0
+                                    ? file.bytes / file.chunk_bytes + (file.bytes % file.chunk_bytes != 0)
+                                    : 0;
     if (file.path.empty() || file.bytes < 0 || file.chunk_bytes < 0 ||
         static_cast<std::int64_t>(file.chunk_sha256.size()) != chunks) {
       reject("file '" + file.path + "': expected a path, bytes >= 0 and one digest per chunk (" +

@@ -143,6 +143,11 @@ TEST(ProgramTest, RejectsMalformedBuffersTiersAndQueues) {
   auto digests = streamed_layer();
   digests.spec.files[0].chunk_bytes = 1 << 19;
   EXPECT_CONTAINS(rejection(digests.spec), "one digest per chunk (2), got 0 digests");
+  // Found by make fuzz: a size near 2^63 once overflowed while its chunks were counted.
+  auto huge = streamed_layer();
+  huge.spec.files[0].bytes = std::numeric_limits<std::int64_t>::max() - 255;
+  huge.spec.files[0].chunk_bytes = 11263;
+  EXPECT_CONTAINS(rejection(huge.spec), "one digest per chunk (818908997323518), got 0 digests");
 }
 
 TEST(ProgramTest, AFileRangesChecksumIsA32BitValueOnAFileRange) {
