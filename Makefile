@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 CPP_SOURCES := $(shell find cpp -name '*.h' -o -name '*.cc') CMakeLists.txt pyproject.toml
 
-.PHONY: all demo test test-cpp test-python lint sanitize sanitize-thread fuzz fuzz-short bench system-deps clean gpu-wheels
+.PHONY: all demo test test-cpp test-python lint sanitize sanitize-thread fuzz fuzz-native fuzz-python fuzz-short bench system-deps clean gpu-wheels
 
 all: $(VENV)/.built
 
@@ -54,8 +54,8 @@ test-python: $(VENV)/.built
 
 # Ruff: pyflakes, pycodestyle, import order, bugbear, pyupgrade, and formatting.
 lint: $(VENV)/.built
-	$(BIN)/ruff check python tests bench
-	$(BIN)/ruff format --check python tests bench
+	$(BIN)/ruff check python tests bench fuzz
+	$(BIN)/ruff format --check python tests bench fuzz
 
 test: lint test-cpp sanitize sanitize-thread fuzz-short test-python
 
@@ -79,15 +79,21 @@ sanitize-thread: $(VENV)/.deps | system-deps
 	$(BIN)/cmake --build build/sanitize-thread
 	TSAN_OPTIONS=halt_on_error=1 $(BIN)/ctest --test-dir build/sanitize-thread --output-on-failure
 
-# libFuzzer targets (cpp/fuzz/*_fuzz.cc: the safetensors header and the JSON reader; a
-# program's spec and its schedule) with ASan and UBSan; clang only, no venv. Each runs for
-# FUZZ_SECONDS from its seed corpus (cpp/fuzz/corpus/<target>) and grows its corpus in
-# build/fuzz; a crash is written there and fails the target. `make test` runs 30 s of each.
+# The fuzz targets, each for FUZZ_SECONDS from its seed corpus, growing a corpus in
+# build/fuzz, where a crash is written (and fails the target); `make test` runs 30 s of
+# each. libFuzzer with ASan and UBSan (clang, installed when missing) on the core's readers
+# (cpp/fuzz/<target>_fuzz.cc: the safetensors header and JSON reader; a program's spec and
+# its schedule; seeds in cpp/fuzz/corpus/<target>), and atheris on the Python readers
+# (fuzz/<target>_fuzz.py: an artifact's manifest; a checkpoint index; seeds in fuzz/corpus).
+# An input that ever broke a target stays in its seeds as found-*.
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS ?= safetensors program
+FUZZ_PYTHON_TARGETS ?= manifest checkpoint_index
 FUZZ_SOURCES := cpp/src/storage/safetensors.cc cpp/src/storage/json_reader.cc $(wildcard cpp/src/ir/*.cc) \
 	$(wildcard cpp/src/common/*.cc)
-fuzz:
+fuzz: fuzz-native fuzz-python
+
+fuzz-native:
 	@command -v clang++ >/dev/null || { \
 		echo "installing Debian packages: clang"; \
 		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
@@ -102,6 +108,16 @@ fuzz:
 			-max_len=4096 -print_final_stats=1 -artifact_prefix=build/fuzz/$$target- \
 			build/fuzz/corpus/$$target cpp/fuzz/corpus/$$target 2>build/fuzz/$$target.log \
 			|| { tail -60 build/fuzz/$$target.log; exit 1; }; \
+		grep -E "^stat::number_of_executed_units|^stat::new_units_added" build/fuzz/$$target.log; \
+	done
+
+fuzz-python: $(VENV)/.built
+	@set -e; for target in $(FUZZ_PYTHON_TARGETS); do \
+		mkdir -p build/fuzz/corpus/$$target; \
+		echo "fuzzing $$target for $(FUZZ_SECONDS) s"; \
+		$(PY) fuzz/$${target}_fuzz.py -max_total_time=$(FUZZ_SECONDS) -max_len=8192 -print_final_stats=1 \
+			-artifact_prefix=build/fuzz/$$target- build/fuzz/corpus/$$target fuzz/corpus/$$target \
+			2>build/fuzz/$$target.log || { tail -60 build/fuzz/$$target.log; exit 1; }; \
 		grep -E "^stat::number_of_executed_units|^stat::new_units_added" build/fuzz/$$target.log; \
 	done
 

@@ -43,6 +43,8 @@ ARTIFACTS = {
     "artifact_manifest_wrong_types": "manifest.json: field 'weights' has type dict, expected list",
     "artifact_manifest_file_outside": "files['weights']: expected a file name inside the artifact directory",
     "artifact_schedule_unknown_instruction": "schedule: instruction 0 depends on unknown instruction 999",
+    "artifact_signature_unknown_type": "unreadable config or input signature (input structure: Deserializing",
+    "artifact_signature_bad_device": "unreadable config or input signature (device 'cpu:x'",
 }
 
 

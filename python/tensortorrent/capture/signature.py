@@ -81,7 +81,7 @@ class InputSignature:
     def from_json(cls, data: dict[str, Any]) -> InputSignature:
         """The signature to_json described. Raises KeyError/ValueError/TypeError on bad data."""
         signature = cls.__new__(cls)
-        signature.spec = pytree.treespec_loads(data["spec"])
+        signature.spec = _treespec(data["spec"])
         signature.kwarg_names = tuple(data["kwarg_names"])
         signature.leaves = tuple(
             LeafSpec(path=leaf["path"], shape=None, dtype=None, device=None, value=leaf["value"])
@@ -90,7 +90,7 @@ class InputSignature:
                 path=leaf["path"],
                 shape=tuple(int(d) for d in leaf["shape"]),
                 dtype=_dtype(leaf["dtype"]),
-                device=torch.device(leaf["device"]),
+                device=_device(leaf["device"]),
             )
             for leaf in data["leaves"]
         )
@@ -192,6 +192,20 @@ def _shape_of(spec: pytree.TreeSpec) -> str:
 def _children(spec: pytree.TreeSpec) -> list[pytree.TreeSpec]:
     # torch 2.13 deprecates the children_specs attribute that torch 2.4 only has.
     return list(spec.children()) if hasattr(spec, "children") else list(spec.children_specs)
+
+
+def _treespec(text: str) -> pytree.TreeSpec:
+    try:
+        return pytree.treespec_loads(text)
+    except NotImplementedError as error:  # a type no one registered with pytree
+        raise ValueError(f"input structure: {error}") from error
+
+
+def _device(name: str) -> torch.device:
+    try:
+        return torch.device(name)
+    except RuntimeError as error:  # torch's own refusal of a malformed name
+        raise ValueError(f"device {name!r}: {error}") from error
 
 
 def _dtype(name: str) -> torch.dtype:

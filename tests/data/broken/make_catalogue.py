@@ -63,6 +63,14 @@ ARTIFACT_PATCHES = {
     "artifact_manifest_wrong_types": [{"path": ["weights"], "value": {"not": "a list"}}],
     "artifact_manifest_file_outside": [{"path": ["files", "weights"], "value": "../weights.safetensors"}],
     "artifact_schedule_unknown_instruction": [{"path": ["schedule", 0, "deps"], "value": [999]}],
+    # Found by make fuzz (fuzz/manifest_fuzz.py): these once escaped as torch's own exceptions.
+    "artifact_signature_unknown_type": [
+        {
+            "path": ["signature", "spec"],
+            "value": '[1, {"type": "builtins.nothing", "context": "null", "children_spec": []}]',
+        }
+    ],
+    "artifact_signature_bad_device": [{"path": ["signature", "leaves", 0, "device"], "value": "cpu:x"}],
 }
 
 
