@@ -4,6 +4,10 @@ VENV := .venv
 PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 CPP_SOURCES := $(shell find cpp -name '*.h' -o -name '*.cc') CMakeLists.txt pyproject.toml
+# The executor stress tests run 1/STRESS_DIVISOR of their repetitions (cpp/tests/runtime/
+# executor_stress_test.cc); `make test-cpp STRESS_DIVISOR=1` runs them whole.
+STRESS_DIVISOR ?= 10
+export TT_STRESS_DIVISOR := $(STRESS_DIVISOR)
 
 .PHONY: all demo test test-cpp test-python lint sanitize sanitize-thread fuzz fuzz-native fuzz-python fuzz-short bench system-deps clean gpu-wheels
 
@@ -88,7 +92,7 @@ sanitize-thread: $(VENV)/.deps | system-deps
 # An input that ever broke a target stays in its seeds as found-*.
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS ?= safetensors program
-FUZZ_PYTHON_TARGETS ?= manifest checkpoint_index
+FUZZ_PYTHON_TARGETS ?= manifest checkpoint_index read_mode_cache
 FUZZ_SOURCES := cpp/src/storage/safetensors.cc cpp/src/storage/json_reader.cc $(wildcard cpp/src/ir/*.cc) \
 	$(wildcard cpp/src/common/*.cc)
 fuzz: fuzz-native fuzz-python

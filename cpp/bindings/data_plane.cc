@@ -143,6 +143,8 @@ void bind_data_plane(nb::module_& m) {
            "A call's memory, once the ledger has room for its working set (MemoryCapacityError on timeout).")
       .def("end_call", [](PyDataPlane& self, const std::shared_ptr<CallMemory>& memory) { self.live().end_call(memory); },
            "memory"_a)
+      .def("open_files", [](PyDataPlane& self) { self.live().open_files(); },
+           "Opens every file the loads read now; from then on the plane reads them whatever happens to their paths.")
       .def("run", &PyDataPlane::run, "memory"_a, "compute"_a, "stall_timeout_s"_a = 300.0,
            "cancel"_a.none() = nb::none(), "device_copy"_a.none() = nb::none(),
            "Runs the program for one call: loads, host copies and frees natively, compute(instruction_id) "

@@ -306,20 +306,41 @@ def test_concurrent_submitted_calls_share_the_budget(mlp_artifact):
 
 RSS_CHILD = textwrap.dedent(
     """
-    import sys, torch, tensortorrent as tt
+    import sys, threading, torch, tensortorrent as tt
 
     def peak_rss():
         status = open("/proc/self/status").read()
         return int(status.split("VmHWM:")[1].split()[0]) * 1024
 
-    small, big, budget, width = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+    small, big, budget, cases, threads = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], int(sys.argv[5])
+    inputs, expected = torch.load(cases)
     warm = tt.load_compiled(small, config=tt.CompileConfig(ram_budget_bytes=1 << 30))
-    warm(torch.randn(4, 64))  # the interpreter, torch and our code, loaded and warm
+    ready, go, wrong, loaded = threading.Barrier(threads + 1), threading.Barrier(threads + 1), [], {}
+
+    def calls(index):
+        # The thread's own state, warm: its stack, torch's per-thread pools, the GEMM
+        # library's scratch for layers this wide.
+        warm(torch.randn(4, 64))
+        width = inputs[index].shape[1]
+        torch.nn.functional.linear(inputs[index], torch.randn(width, width))
+        ready.wait()
+        go.wait()
+        for _ in range(2):
+            if not torch.allclose(loaded["big"](inputs[index]), expected[index], rtol=1e-4, atol=1e-5):
+                wrong.append(index)
+
+    workers = [threading.Thread(target=calls, args=(i,)) for i in range(threads)]
+    for worker in workers:
+        worker.start()
+    ready.wait()  # the interpreter, torch, our code and every calling thread, loaded and warm
     open("/proc/self/clear_refs", "w").write("5")  # the peak starts again from what is held now
     baseline = peak_rss()
-    compiled = tt.load_compiled(big, config=tt.CompileConfig(ram_budget_bytes=budget))
-    for _ in range(3):
-        compiled(torch.randn(4, width))
+    loaded["big"] = tt.load_compiled(big, config=tt.CompileConfig(ram_budget_bytes=budget))
+    go.wait()
+    for worker in workers:
+        worker.join()
+    if wrong:
+        sys.exit(f"threads given inputs {sorted(set(wrong))} got outputs other than eager's")
     print(baseline, peak_rss())
     """
 )
@@ -329,15 +350,20 @@ RSS_CHILD = textwrap.dedent(
 FIXED_OVERHEAD = 24 << 20
 
 
-def test_peak_rss_of_a_fresh_process_stays_within_the_budget(tmp_path):
+@pytest.mark.parametrize("threads", [1, 16])
+def test_peak_rss_of_a_fresh_process_stays_within_the_budget(tmp_path, threads):
+    """One module streaming under a RAM budget, called from 1 thread or from 16 at once:
+    the outputs are eager's, and the process's peak RSS rises by at most the budget."""
     torch.manual_seed(0)
     width = 1024
     big = nn.Sequential(*[nn.Linear(width, width) for _ in range(16)]).eval()  # 64 MiB of weights
     tt.compile(big, (torch.randn(4, width),)).save(tmp_path / "big")
     small = nn.Sequential(nn.Linear(64, 64), nn.Linear(64, 64)).eval()
     tt.compile(small, (torch.randn(4, 64),)).save(tmp_path / "small")
+    inputs = [torch.randn(4, width) for _ in range(threads)]
+    torch.save((inputs, [eager_outputs(big, (x,)) for x in inputs]), tmp_path / "cases.pt")
     budget = weight_bytes(big) // 4
-    grew = rss_growth(RSS_CHILD, tmp_path / "small", tmp_path / "big", budget, width)
+    grew = rss_growth(RSS_CHILD, tmp_path / "small", tmp_path / "big", budget, tmp_path / "cases.pt", threads)
     assert grew <= budget + FIXED_OVERHEAD, f"grew {grew} bytes for a {budget}-byte budget"
 
 

@@ -92,3 +92,20 @@ def test_no_read_mode_is_compared_with_a_buffer_larger_than_a_quarter_of_the_bud
     chosen = streamed_weights.choose_read_mode(str(path), streamed_bytes=1 << 30, depth=None, budget_bytes=8 << 20)
     assert chosen.threads == 4 and "budget is too small" in chosen.reason
     assert streamed_weights._CHOSEN == {}
+
+
+def test_damaged_cache_entries_are_left_out_to_be_measured_again(tmp_path, monkeypatch):
+    monkeypatch.setenv("TT_SPILL_DIR", str(tmp_path))
+    good = dict(mode="auto", threads=4, request_bytes=16 << 20, measured_gbps=1.5, reason="r", measured_at=1.0e9)
+    damaged = {
+        "1:0": "not an entry",
+        "1:1": dict(good, threads="8"),
+        "1:2": dict(good, measured_at="yesterday"),
+        "1:3": {k: v for k, v in good.items() if k != "mode"},
+        "1:4": dict(good, request_bytes=-1),
+    }
+    path = tmp_path / read_mode_cache.CACHE_FILE
+    path.write_text(json.dumps({"8:0": good, **damaged}))
+    assert list(read_mode_cache.cached_read_modes()) == ["8:0"]
+    path.write_text("[" * 100_000)  # nested past the JSON parser's recursion limit
+    assert read_mode_cache.cached_read_modes() == {}

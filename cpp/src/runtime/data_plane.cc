@@ -201,6 +201,7 @@ DataPlane::DataPlane(std::shared_ptr<const Program> program, std::shared_ptr<IoE
                              std::make_shared<RangeTrust>(program_->files()[buffer.file].verified_as)});
   }
   for (const FileSpec& file : program_->files()) {
+    if (io_) files_.push_back(std::make_shared<HeldFile>(io_->backend(), file.path));
     if (file.chunk_bytes == 0) {
       digests_.push_back(nullptr);
       continue;
@@ -210,6 +211,10 @@ DataPlane::DataPlane(std::shared_ptr<const Program> program, std::shared_ptr<IoE
     for (const std::string& hex : file.chunk_sha256) digests->chunks.push_back(hex_to_digest(hex));
     digests_.push_back(std::move(digests));
   }
+}
+
+void DataPlane::open_files() {
+  for (const std::shared_ptr<HeldFile>& file : files_) file->handle();
 }
 
 std::shared_ptr<CallMemory> DataPlane::begin_call(double timeout_s) {
@@ -323,16 +328,19 @@ void DataPlane::start(const std::shared_ptr<CallMemory>& memory, const ComputeKe
       const std::size_t from = program_->buffer_position(instruction.reads[0]);
       const std::size_t to = program_->buffer_position(instruction.writes[0]);
       const Buffer& range = buffers[from];
+      std::shared_ptr<HeldFile> file = files_[range.file];
       ReadRequest request;
-      request.path = program_->files()[range.file].path;
+      request.path = file->path();
+      request.handle = file->handle();
+      request.named = true;
       request.offset = static_cast<std::uint64_t>(range.file_offset);
       request.length = static_cast<std::uint64_t>(range.bytes);
       request.destination = memory->address(to);
       request.digests = digests_[range.file];
       request.range_crc32c = range_checks_[from].crc32c;
       request.trust = range_checks_[from].trust;
-      // Completes on an I/O thread; no executor thread waits for it.
-      io_->submit(std::move(request), finished);
+      // Completes on an I/O thread; no executor thread waits for it. The read holds the file open.
+      io_->submit(std::move(request), [finished, file](std::exception_ptr error) { finished(std::move(error)); });
       return;
     }
     case InstructionKind::Copy:

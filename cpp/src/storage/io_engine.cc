@@ -118,13 +118,13 @@ void IoEngine::submit(ReadRequest read, IoCallback on_done, CancelFlag cancel) {
             std::to_string(read.length) + " overflows");
   }
   if (read.digests && read.digests->chunk_bytes == 0) invalid("IoEngine::submit '" + read.path + "': digest chunk_bytes is 0");
-  if (options_.mode == IoMode::Direct && read.handle < 0 && read.length > 0 &&
+  if (options_.mode == IoMode::Direct && (read.handle < 0 || read.named) && read.length > 0 &&
       !aligned(address(read.destination) - read.offset)) {
     invalid("IoEngine::submit '" + read.path + "': direct mode needs the destination and the offset " +
             std::to_string(read.offset) + " equal modulo 4096");
   }
   auto request = std::make_shared<Request>();
-  request->name = read.handle >= 0 ? read.path : "'" + read.path + "'";
+  request->name = read.handle >= 0 && !read.named ? read.path : "'" + read.path + "'";
   if (read.handle >= 0) {
     request->buffered = read.handle;
     request->borrowed = true;
@@ -333,7 +333,9 @@ int IoEngine::direct_handle(Request& request) {
   std::lock_guard lock(request.mutex);
   if (request.direct < 0 && !request.direct_refused) {
     try {
-      request.direct = backend_->open(request.read.path, true);
+      // A held handle is reopened as itself: its path may name another file by now.
+      const std::string& path = request.borrowed ? "/proc/self/fd/" + std::to_string(request.buffered) : request.read.path;
+      request.direct = backend_->open(path, true);
     } catch (const Error& error) {
       if (error.code() != ErrorCode::Incompatible || options_.mode == IoMode::Direct) throw;
       request.direct_refused = true;
@@ -347,8 +349,8 @@ void IoEngine::read_range(Request& request, char* out, std::uint64_t begin, std:
   const std::string& path = request.read.path;
   // Pieces whose memory and file offset are aligned alike read their 4096-aligned middle with
   // O_DIRECT and their unaligned head and tail (each < 4096 bytes) through the page cache. A
-  // borrowed handle (an anonymous spill file) has no path to reopen with O_DIRECT.
-  const bool may_go_direct = options_.mode != IoMode::Buffered && !request.borrowed;
+  // borrowed handle of an anonymous spill file has no name to reopen with O_DIRECT.
+  const bool may_go_direct = options_.mode != IoMode::Buffered && (!request.borrowed || request.read.named);
   bool direct_ok = may_go_direct && aligned(address(out) - begin);
   if (options_.mode == IoMode::Auto && may_go_direct && !direct_ok && end - begin >= kDirectAlignment &&
       !has_fallback_reason_.load(std::memory_order_relaxed)) {

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdio>
 #include <cstring>
 #include <thread>
 
@@ -72,6 +73,33 @@ TEST(DataPlaneTest, LoadsLandInArenaBuffersAndPeaksEqualTheSimulators) {
   EXPECT_EQ(memory->peak_bytes()[0], 2 * 4096);  // prefetch 1: two layers' weights at once
   plane.end_call(memory);
   EXPECT_EQ(plane.ledger().held(0), 0);
+}
+
+// Loads read the file the plane opened (open_files, else its first load), held from then
+// on: deleting the path, or saving another file under its name, changes nothing a call reads.
+TEST(DataPlaneTest, LoadsKeepReadingTheFileTheyOpenedAfterItsPathIsDeletedOrReplaced) {
+  test::TempDir dir;
+  const std::string path = dir.path("weights.bin");
+  const auto bytes = test::random_bytes(3 * 4096, 3);
+  test::write_file(path, bytes);
+  StreamedChain chain(path);
+  auto program = std::make_shared<const Program>(chain.builder.spec);
+  DataPlane plane(program, std::make_shared<IoEngine>(IoEngineOptions{}), 2);
+  const auto call_reads_the_original = [&] {
+    auto memory = plane.begin_call(1.0);
+    int matched = 0;
+    plane.run(memory, [&](const Instruction&) {
+      const std::byte* seen = memory->address(program->buffer_position(chain.weights[matched]));
+      matched += std::memcmp(seen, bytes.data() + 4096 * matched, 4096) == 0;
+    }, {});
+    plane.end_call(memory);
+    return matched == 3;
+  };
+  plane.open_files();
+  ASSERT_EQ(std::remove(path.c_str()), 0);
+  EXPECT_TRUE(call_reads_the_original());
+  test::write_file(path, test::random_bytes(3 * 4096, 4));  // another file under the name
+  EXPECT_TRUE(call_reads_the_original());
 }
 
 TEST(DataPlaneTest, AnIoErrorFailsTheCallAndTheNextCallSucceeds) {

@@ -12,11 +12,10 @@ from collections.abc import Callable
 
 from .. import core
 from ..errors import ArtifactError, IncompatibleError, StorageIOError, TensorTorrentError
-from ..files import current_umask
+from ..files import current_umask, leftover_prefix, remove_leftovers, writing
 from .layout import MANIFEST
 
 log = logging.getLogger(__name__)
-_in_progress: set[str] = set()  # this process's staging directories, while their save runs (set ops are atomic)
 
 # Another saver got there first: an artifact appeared (rename) or went away (exchange).
 RENAME_RACES = (errno.EEXIST, errno.ENOTEMPTY, errno.EBUSY)
@@ -43,13 +42,18 @@ def publish_directory(target: str, write: Callable[[str], None], marker: str = M
     _check_replaceable(target, marker)
     try:
         os.makedirs(parent, exist_ok=True)  # as `mkdir -p` would
-        staging = tempfile.mkdtemp(prefix=_leftover_prefix(target, "saving", os.getpid()), dir=parent)
-        _in_progress.add(staging)
-        os.chmod(staging, 0o777 & ~current_umask())  # mkdtemp's 0700 would hide it from other users
+        staging = tempfile.mkdtemp(prefix=leftover_prefix(target), dir=parent)
     except OSError as error:
         raise ArtifactError(f"{target}: cannot write in {parent} ({error.strerror or error})") from error
+    with writing(staging):
+        return _fill_and_publish(staging, target, write)
+
+
+def _fill_and_publish(staging: str, target: str, write: Callable[[str], None]) -> str:
+    parent = os.path.dirname(target)
     published = False
     try:
+        os.chmod(staging, 0o777 & ~current_umask())  # mkdtemp's 0700 would hide it from other users
         write(staging)
         for name in os.listdir(staging):
             _fsync_path(os.path.join(staging, name))
@@ -57,7 +61,7 @@ def publish_directory(target: str, write: Callable[[str], None], marker: str = M
         _swap_in(staging, target)
         published = True
         _fsync_path(parent)
-        _remove_leftovers(target)
+        remove_leftovers(parent, os.path.basename(target))
     except OSError as error:
         if isinstance(error, TensorTorrentError):
             raise
@@ -72,46 +76,7 @@ def publish_directory(target: str, write: Callable[[str], None], marker: str = M
     finally:
         # After an exchange the staging path holds the previous artifact; before, a partial one.
         shutil.rmtree(staging, ignore_errors=True)
-        _in_progress.discard(staging)
     return target
-
-
-def _leftover_prefix(target: str, kind: str, pid: int) -> str:
-    """The name before mkdtemp's suffix of a directory a save makes beside `target`: the
-    new artifact being written ("saving") or the old one moved aside ("old"), with the
-    saving process's id, by which a later save knows it for a leftover."""
-    return f".{os.path.basename(target)}.{kind}-{pid}-"
-
-
-def _remove_leftovers(target: str) -> None:
-    """Removes what saves of `target` by processes that no longer run left beside it (a
-    kill, or a removal that failed): once a new artifact is published, nothing there is
-    needed. A live process's directories are its save in progress, and stay."""
-    parent, prefix = os.path.dirname(target), f".{os.path.basename(target)}."
-    try:
-        names = os.listdir(parent)
-    except OSError as error:  # the save itself is done; the next one tries again
-        log.warning("%s: could not look for leftovers of earlier saves (%s)", parent, error.strerror or error)
-        return
-    for name in names:
-        kind, _, rest = name[len(prefix) :].partition("-") if name.startswith(prefix) else ("", "", "")
-        pid = rest.partition("-")[0]
-        path = os.path.join(parent, name)
-        if kind in ("saving", "old") and pid.isdigit() and not _running(int(pid), path):
-            shutil.rmtree(path, ignore_errors=True)
-
-
-def _running(pid: int, path: str) -> bool:
-    """Whether the save that made `path` may still be running."""
-    if pid == os.getpid():
-        return path in _in_progress  # another thread's save, or over
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process
-        return True
-    return True
 
 
 def _check_replaceable(target: str, marker: str) -> None:
@@ -169,12 +134,9 @@ def _replace_aside(staging: str, target: str) -> None:
     A crash in between leaves the old artifact complete under its `.old-*` name."""
     _note_no_exchange(os.path.dirname(target))
     # An empty directory of a unique name: renaming a directory onto an empty one replaces it.
-    aside = tempfile.mkdtemp(prefix=_leftover_prefix(target, "old", os.getpid()), dir=os.path.dirname(target))
-    _in_progress.add(aside)
-    try:
+    aside = tempfile.mkdtemp(prefix=leftover_prefix(target, "old"), dir=os.path.dirname(target))
+    with writing(aside):
         _move_aside_and_in(staging, target, aside)
-    finally:
-        _in_progress.discard(aside)
 
 
 def _move_aside_and_in(staging: str, target: str, aside: str) -> None:

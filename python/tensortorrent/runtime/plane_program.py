@@ -77,6 +77,7 @@ class PlaneProgram:
         self.spill_dir = spill_dir
         workers = max(1, queues["cpu"].capacity - 1 + devices)
         self.plane = core.DataPlane(program, io, workers=workers, spill_dir=spill_dir)
+        self.plane.open_files()  # the files verified for this plan, held: a path replaced later changes nothing
         self.devices = device_backends(program, machine)
         if weights is not None:
             self.resident_tensors = self._load_residents()

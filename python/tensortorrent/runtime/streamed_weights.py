@@ -117,12 +117,9 @@ def _remembered_mode(path: str, key: str) -> ReadMode | None:
     entry = remembered(key)
     if entry is None:
         return None
-    try:
-        measured_on = time.strftime("%Y-%m-%d %H:%M", time.localtime(entry["measured_at"]))
-        reason = f"{entry['reason']}; chosen {measured_on}, cached"
-        mode, threads, request_bytes = str(entry["mode"]), int(entry["threads"]), int(entry["request_bytes"])
-    except (KeyError, TypeError, ValueError):
-        return None  # a damaged entry: measured again, and overwritten
+    measured_on = time.strftime("%Y-%m-%d %H:%M", time.localtime(entry["measured_at"]))
+    reason = f"{entry['reason']}; chosen {measured_on}, cached"
+    mode, threads, request_bytes = entry["mode"], entry["threads"], entry["request_bytes"]
     speed = core.measure_read_modes(path, CALIBRATION_BYTES, [(mode, threads, request_bytes)]).best
     return ReadMode(mode, threads, request_bytes, speed.gigabytes_per_second, reason)
 

@@ -28,7 +28,7 @@ from .batcher import Batcher, Pending
 from .generation_routes import GenerationRoutes
 from .http_io import disconnected, error_response, read_body
 from .metrics import ServeMetrics
-from .protocol import RequestError, binary_outputs, decode_inputs, encode_output
+from .protocol import ClientGone, RequestError, binary_outputs, decode_inputs, encode_output
 from .served_generator import ServedGenerator
 from .served_model import ServedModel
 
@@ -164,7 +164,11 @@ class Server:
         model = self._model(name)
         if isinstance(model, ServedGenerator):
             raise RequestError(400, f"model {name!r} generates text: POST /v2/models/{name}/generate instead")
-        body = await read_body(request, self.settings.max_body_bytes)
+        try:
+            body = await read_body(request, self.settings.max_body_bytes)
+        except ClientGone:
+            self.metrics.rejections.labels(name, "disconnected").inc()
+            raise
         header, binary = _split_body(body, request.headers.get(HEADER_LENGTH))
         try:
             payload = json.loads(header)

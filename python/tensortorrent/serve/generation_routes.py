@@ -24,7 +24,7 @@ from ..generation.text_stream import TextStream
 from .generation_requests import Ask, chat_ask, completion_ask, kserve_ask
 from .http_io import disconnected, error_response, read_body
 from .metrics import ServeMetrics
-from .protocol import RequestError
+from .protocol import ClientGone, RequestError
 from .served_generator import Generation, ServedGenerator
 
 
@@ -74,6 +74,8 @@ class GenerationRoutes:
         except (json.JSONDecodeError, UnicodeDecodeError) as error:
             return self._count(label, error_response(RequestError(400, f"the body is not JSON: {error}")), arrived)
         except RequestError as error:
+            if isinstance(error, ClientGone):
+                self.metrics.rejections.labels(label, "disconnected").inc()
             return self._count(label, error_response(error), arrived)
         try:
             name = name if name is not None else _model_field(payload)

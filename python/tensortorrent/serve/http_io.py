@@ -7,23 +7,28 @@ import asyncio
 
 from fastapi import Request
 from fastapi.responses import JSONResponse
+from starlette.requests import ClientDisconnect
 
-from .protocol import RequestError
+from .protocol import ClientGone, RequestError
 
 DISCONNECT_POLL_S = 0.05
 
 
 async def read_body(request: Request, limit: int) -> bytes:
-    """The request body, or RequestError(413) as soon as it is known to exceed `limit`."""
+    """The request body; RequestError(413) as soon as it is known to exceed `limit`, or
+    ClientGone when the client hangs up before sending all of it."""
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise RequestError(413, f"the body has {declared} bytes; the limit is {limit}")
     chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise RequestError(413, f"the body exceeds the limit of {limit} bytes")
-        chunks.append(chunk)
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise RequestError(413, f"the body exceeds the limit of {limit} bytes")
+            chunks.append(chunk)
+    except ClientDisconnect:
+        raise ClientGone(f"the client went away after {size} bytes of its body") from None
     return b"".join(chunks)
 
 

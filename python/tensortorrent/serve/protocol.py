@@ -36,6 +36,13 @@ class RequestError(Exception):
         self.status = status
 
 
+class ClientGone(RequestError):
+    """The client hung up before its request was read whole (nginx's 499: nobody gets the answer)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(499, message)
+
+
 @dataclass(frozen=True)
 class TensorSpec:
     """One input or output as the protocol shows it: the batch dimension, where the model

@@ -45,7 +45,7 @@ def remembered(key: str) -> dict[str, Any] | None:
     entry = cached_read_modes().get(key)
     if not isinstance(entry, dict) or entry.get("tensortorrent") != __version__ or entry.get("method") != METHOD:
         return None
-    fresh = time.time() - float(entry.get("measured_at", 0)) < MAX_AGE_S
+    fresh = time.time() - entry["measured_at"] < MAX_AGE_S
     return entry if fresh else None
 
 
@@ -62,11 +62,29 @@ def remember(key: str, entry: dict[str, Any]) -> None:
         pass
 
 
+# What an entry holds, by field: a damaged one (another type, a value out of range) is
+# left out, so that a process measures that device again and overwrites it.
+FIELDS = {
+    "mode": lambda v: v in ("auto", "buffered", "direct"),
+    "threads": lambda v: type(v) is int and 1 <= v <= 1024,
+    "request_bytes": lambda v: type(v) is int and 1 <= v <= 1 << 40,
+    "measured_gbps": lambda v: v is None or (type(v) in (int, float) and 0 <= v < 1e6),
+    "reason": lambda v: isinstance(v, str),
+    "measured_at": lambda v: type(v) in (int, float) and 0 <= v < 1e11,
+}
+
+
 def cached_read_modes() -> dict[str, Any]:
-    """Every cached entry by device; {} when there is no readable cache."""
+    """Every well-formed cached entry by device; {} when there is no readable cache."""
     try:
         with open(cache_path(), encoding="utf-8") as handle:
             entries = json.load(handle)
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return {}
-    return entries if isinstance(entries, dict) else {}
+    if not isinstance(entries, dict):
+        return {}
+    return {key: entry for key, entry in entries.items() if _well_formed(entry)}
+
+
+def _well_formed(entry: Any) -> bool:
+    return isinstance(entry, dict) and all(field in entry and valid(entry[field]) for field, valid in FIELDS.items())

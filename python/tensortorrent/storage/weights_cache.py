@@ -9,16 +9,17 @@ by the disk budget, and removed by `tensortorrent cache clear`.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import hashlib
 import json
 import os
-import uuid
+import tempfile
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..errors import MemoryCapacityError
-from ..files import write_text_atomically
+from ..errors import MemoryCapacityError, StorageIOError, TensorTorrentError
+from ..files import leftover_prefix, remove_leftovers, write_text_atomically, writing
 from ..hardware.budgets import spill_root
 from ..units import format_bytes
 from .file_digests import digest_file
@@ -51,34 +52,58 @@ def weights_digest(bound: list[BoundTensor]) -> str:
 
 def cache_weights(bound: list[BoundTensor], directory: str, disk_budget: int) -> CachedWeights:
     """The cache file holding `bound`, written now unless it exists; MemoryCapacityError
-    when writing it would exceed `disk_budget` bytes."""
-    os.makedirs(directory, exist_ok=True)
+    when writing it would exceed `disk_budget` bytes, StorageIOError when the disk fails
+    (nothing is left behind then). Either way, what killed writes left in `directory` goes."""
     path = os.path.join(directory, PREFIX + weights_digest(bound)[:32] + SUFFIX)
-    sidecar = path + SIDECAR
-    if os.path.exists(path) and os.path.exists(sidecar):
-        with open(sidecar, encoding="utf-8") as handle:
-            record = json.load(handle)
-        if record.get("size") == os.path.getsize(path):
-            return CachedWeights(path, record, reused=True)
+    try:
+        os.makedirs(directory, exist_ok=True)
+        cached = _cached(path) or _write(bound, path, disk_budget)
+    except OSError as error:
+        if isinstance(error, TensorTorrentError):
+            raise
+        where = f" ({error.filename})" if error.filename else ""
+        raise StorageIOError(
+            f"the weights cache could not write {path}: {error.strerror or error}{where}; nothing was cached"
+        ) from error
+    remove_leftovers(directory)
+    return cached
+
+
+def _cached(path: str) -> CachedWeights | None:
+    """The file an earlier compile wrote, if it is there whole (its sidecar, written
+    first, records its size)."""
+    if not (os.path.exists(path) and os.path.exists(path + SIDECAR)):
+        return None
+    with open(path + SIDECAR, encoding="utf-8") as handle:
+        record = json.load(handle)
+    return CachedWeights(path, record, reused=True) if record.get("size") == os.path.getsize(path) else None
+
+
+def _write(bound: list[BoundTensor], path: str, disk_budget: int) -> CachedWeights:
     needed = sum(t.tensor.numel() * t.tensor.element_size() for t in bound)
     if needed > disk_budget:
         raise MemoryCapacityError(
-            f"the weights cache needs {needed} bytes ({format_bytes(needed)}) on disk under {directory}, "
+            f"the weights cache needs {needed} bytes ({format_bytes(needed)}) on disk under {os.path.dirname(path)}, "
             f"but the disk budget allows {disk_budget} bytes ({format_bytes(disk_budget)})"
         )
-    staging = f"{path}.{uuid.uuid4().hex}.tmp"
-    try:
-        tensors = {t.names[0]: t.tensor.detach().contiguous() for t in bound}
-        write_safetensors(tensors, staging)
-        record = digest_file(staging)
-        record["tensor_crc32c"] = {name: tensor_crc32c(tensor) for name, tensor in tensors.items()}
-        with open(staging, "rb+") as handle:
-            os.fsync(handle.fileno())
-        write_text_atomically(sidecar, json.dumps(record))
-        os.replace(staging, path)
-    finally:
-        if os.path.exists(staging):
-            os.remove(staging)  # an error or a cancellation leaves no half-written file
+    fd, staging = tempfile.mkstemp(prefix=leftover_prefix(path), suffix=".tmp", dir=os.path.dirname(path))
+    os.close(fd)
+    with writing(staging):
+        try:
+            tensors = {t.names[0]: t.tensor.detach().contiguous() for t in bound}
+            write_safetensors(tensors, staging)
+            record = digest_file(staging)
+            record["tensor_crc32c"] = {name: tensor_crc32c(tensor) for name, tensor in tensors.items()}
+            with open(staging, "rb+") as handle:
+                os.fsync(handle.fileno())
+            write_text_atomically(path + SIDECAR, json.dumps(record))
+            os.replace(staging, path)
+        except BaseException:
+            # An error or a cancellation leaves no half-written file, nor a sidecar of none.
+            for leftover in [staging] if os.path.exists(path) else [staging, path + SIDECAR]:
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(leftover)
+            raise
     return CachedWeights(path, record, reused=False)
 
 

@@ -16,6 +16,7 @@
 #include "tt/memory/ledger.h"
 #include "tt/runtime/delay_timer.h"
 #include "tt/runtime/executor.h"
+#include "tt/storage/held_file.h"
 #include "tt/storage/io_engine.h"
 #include "tt/storage/spill_file.h"
 
@@ -112,6 +113,11 @@ class DataPlane {
   DataPlane(std::shared_ptr<const Program> program, std::shared_ptr<IoEngine> io, std::int32_t workers,
             std::string spill_dir = {});
 
+  // Opens every file the program's loads read, now rather than at its first load; from then
+  // on the plane reads these files whatever happens to their paths (see HeldFile). Errors as
+  // IoBackend::open. Does nothing without an I/O engine.
+  void open_files();
+
   // A new call's memory (arenas and spill files from the pools, and the plane's resident
   // bindings). Waits up to timeout_s for room in the ledger for the call's transient bytes
   // (the Disk tiers' too) when other calls hold it; Error(ResourceExhausted) when there is no
@@ -177,6 +183,7 @@ class DataPlane {
   std::vector<std::unique_ptr<HostArenaPool>> pools_;         // per tier, null for Disk tiers
   std::vector<std::unique_ptr<SpillFilePool>> spill_pools_;  // per tier, null but for Disk tiers that spill
   std::vector<std::shared_ptr<const FileDigests>> digests_;  // per file, null without digests
+  std::vector<std::shared_ptr<HeldFile>> files_;  // per file (with an I/O engine): opened by the first load, then held
   struct RangeCheck {
     std::optional<std::uint32_t> crc32c;  // the file range's own checksum; absent: not checked
     std::shared_ptr<RangeTrust> trust;    // with a checksum, shared by the range's loads across calls

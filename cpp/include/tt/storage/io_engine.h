@@ -110,11 +110,15 @@ struct ReadRequest {
   // checksum pass is skipped, else it runs and, passing in a file that kept the identity it had
   // before the first piece was read, tells the trust. Null: every read checks.
   std::shared_ptr<RangeTrust> trust = nullptr;
-  // >= 0: read this open handle (a spill file's, which the caller owns and keeps open until
-  // on_done runs) instead of opening `path`; `path` then only names the file in messages
-  // (SpillFile::name()). Always read through the page cache, whatever the mode: an anonymous
-  // file cannot be reopened with O_DIRECT.
+  // >= 0: read this open handle (a spill file's or a HeldFile's, which the caller owns and
+  // keeps open until on_done runs) instead of opening `path`; `path` then only names the file
+  // in messages (SpillFile::name(), or the held file's path).
   int handle = -1;
+  // With `handle`: false for an anonymous file (a spill file's), read through the page cache
+  // whatever the mode; true for a named file held open (HeldFile), which messages quote like
+  // `path` and whose O_DIRECT reads reopen the handle itself through /proc/self/fd, never the
+  // path (which may name another file by now).
+  bool named = false;
 };
 
 // One write: `length` bytes of `source` to file bytes [offset, offset + length) of an open handle.
