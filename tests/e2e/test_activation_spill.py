@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import threading
 import time
 
 import pytest
@@ -92,24 +93,34 @@ def test_activations_beyond_the_budget_spill_and_the_outputs_match_eager(tmp_pat
     assert unbounded_memory.peak_bytes[0] - unbounded_memory.resident_bytes[0] > 3 * ACTIVATION
 
 
-@pytest.mark.parametrize("stop", ["error", "cancel"])
-def test_a_failed_or_cancelled_call_leaves_no_spilled_byte(tmp_path, hooks, stop):
+@pytest.mark.parametrize("stop", ["error", "cancel inside a region", "cancel from another thread"])
+def test_a_failed_or_cancelled_call_leaves_no_spilled_byte_nor_buffer(tmp_path, hooks, stop):
     model, x, compiled = spilling_chain(tmp_path)
     expected = eager_outputs(model, (x,))
-    on_disk = []
+    plane, residents = compiled._plane.plane, list(compiled._plane.plan.program.memory_plan.resident_bytes)
+    on_disk, spilled, cancelled = [], threading.Event(), threading.Event()
 
     def interrupt(tag):
         if tag == 2:
             on_disk.append(spilled_while_running(tmp_path, ACTIVATION))
             if stop == "error":
                 raise RuntimeError("region failed")
-            compiled.request_cancel()
+            if stop == "cancel inside a region":
+                compiled.request_cancel()
+            spilled.set()
+            assert cancelled.wait(timeout=30)
 
     hooks.on_probe = interrupt
+    handle = compiled.submit(x)
+    if stop == "cancel from another thread":
+        assert spilled.wait(timeout=30)
+        handle.cancel()
+    cancelled.set()
     with pytest.raises(RuntimeError if stop == "error" else tt.ExecutionCancelled):
-        compiled(x)
+        handle.result(timeout=60)
     assert on_disk == [ACTIVATION]
     assert spilled_bytes_on_disk(tmp_path) == 0
+    assert [plane.held(tier) for tier in range(len(residents))] == residents, "every call buffer given back"
     hooks.on_probe = None
     torch.testing.assert_close(compiled(x), expected)
 
