@@ -214,8 +214,22 @@ struct Accesses {
 
 Program::Program(ProgramSpec spec) : spec_(std::move(spec)) {
   check_tiers_and_queues(spec_);
+  // Sizes and alignments far beyond any machine, so that the memory plan's sums of offsets,
+  // sizes and alignment padding stay far from int64's range.
+  constexpr std::int64_t kMaxTotalBytes = std::int64_t{1} << 60, kMaxAlignment = std::int64_t{1} << 30;
+  std::int64_t total_bytes = 0;
   for (std::size_t i = 0; i < spec_.buffers.size(); ++i) {
     check_buffer(spec_, spec_.buffers[i]);
+    const Buffer& buffer = spec_.buffers[i];
+    if (buffer.alignment > kMaxAlignment) {
+      reject(buffer_name(buffer) + ": alignment " + std::to_string(buffer.alignment) + " is above the limit of " +
+             std::to_string(kMaxAlignment));
+    }
+    if (buffer.bytes > kMaxTotalBytes - total_bytes) {
+      reject(buffer_name(buffer) + ": " + std::to_string(buffer.bytes) + " bytes take the program's buffers past " +
+             std::to_string(kMaxTotalBytes) + " bytes in all");
+    }
+    total_bytes += buffer.bytes;
     if (!buffer_position_.emplace(spec_.buffers[i].id, i).second) {
       reject("duplicate buffer id " + std::to_string(spec_.buffers[i].id));
     }

@@ -148,6 +148,13 @@ TEST(ProgramTest, RejectsMalformedBuffersTiersAndQueues) {
   huge.spec.files[0].bytes = std::numeric_limits<std::int64_t>::max() - 255;
   huge.spec.files[0].chunk_bytes = 11263;
   EXPECT_CONTAINS(rejection(huge.spec), "one digest per chunk (818908997323518), got 0 digests");
+  // Found by make fuzz: resident sizes near 2^63 once overflowed as the memory plan summed them.
+  auto enormous = streamed_layer();
+  enormous.spec.buffers[1].bytes = (std::int64_t{1} << 60) - 100;
+  EXPECT_CONTAINS(rejection(enormous.spec), "bytes take the program's buffers past 1152921504606846976 bytes in all");
+  auto aligned = streamed_layer();
+  aligned.spec.buffers[1].alignment = std::int64_t{1} << 31;
+  EXPECT_CONTAINS(rejection(aligned.spec), "alignment 2147483648 is above the limit of 1073741824");
 }
 
 TEST(ProgramTest, AFileRangesChecksumIsA32BitValueOnAFileRange) {
