@@ -85,30 +85,30 @@ sanitize-thread: $(VENV)/.deps | system-deps
 
 # The fuzz targets, each for FUZZ_SECONDS from its seed corpus, growing a corpus in
 # build/fuzz, where a crash is written (and fails the target); `make test` runs 30 s of
-# each. libFuzzer with ASan and UBSan (clang, installed when missing) on the core's readers
-# (cpp/fuzz/<target>_fuzz.cc: the safetensors header and JSON reader; a program's spec and
-# its schedule; seeds in cpp/fuzz/corpus/<target>), and atheris on the Python readers
+# each. libFuzzer with ASan and UBSan (clang, installed when missing; one CMake build of the
+# core and every target, build/fuzz-native) on the core's readers (cpp/fuzz/<target>_fuzz.cc:
+# the safetensors header and JSON reader; a program's spec and its schedule; seeds in
+# cpp/fuzz/corpus/<target>), and atheris on the Python readers
 # (fuzz/<target>_fuzz.py: an artifact's manifest; a checkpoint index; seeds in fuzz/corpus).
 # An input that ever broke a target stays in its seeds as found-*.
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS ?= safetensors program
 FUZZ_PYTHON_TARGETS ?= manifest checkpoint_index read_mode_cache
-FUZZ_SOURCES := cpp/src/storage/safetensors.cc cpp/src/storage/json_reader.cc $(wildcard cpp/src/ir/*.cc) \
-	$(wildcard cpp/src/common/*.cc)
 fuzz: fuzz-native fuzz-python
 
-fuzz-native:
+fuzz-native: $(VENV)/.deps
 	@command -v clang++ >/dev/null || { \
 		echo "installing Debian packages: clang"; \
 		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq clang; \
 	}
+	$(BIN)/cmake -S . -B build/fuzz-native -G Ninja -DCMAKE_MAKE_PROGRAM=$(abspath $(BIN)/ninja) \
+		-DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Debug -DTT_BUILD_PYTHON=OFF -DTT_BUILD_FUZZERS=ON -DTT_WERROR=OFF
+	$(BIN)/cmake --build build/fuzz-native
 	@set -e; for target in $(FUZZ_TARGETS); do \
 		mkdir -p build/fuzz/corpus/$$target cpp/fuzz/corpus/$$target; \
-		clang++ -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -Icpp/include \
-			cpp/fuzz/$${target}_fuzz.cc $(FUZZ_SOURCES) -lpthread -o build/fuzz/$${target}_fuzz; \
 		echo "fuzzing $$target for $(FUZZ_SECONDS) s"; \
-		UBSAN_OPTIONS=print_stacktrace=1 build/fuzz/$${target}_fuzz -max_total_time=$(FUZZ_SECONDS) \
+		UBSAN_OPTIONS=print_stacktrace=1 build/fuzz-native/$${target}_fuzz -max_total_time=$(FUZZ_SECONDS) \
 			-max_len=4096 -print_final_stats=1 -artifact_prefix=build/fuzz/$$target- \
 			build/fuzz/corpus/$$target cpp/fuzz/corpus/$$target 2>build/fuzz/$$target.log \
 			|| { tail -60 build/fuzz/$$target.log; exit 1; }; \

@@ -37,18 +37,22 @@ def run_on(model, machine, devices):
 
 
 def test_values_between_peers_cross_their_link_and_others_are_staged_through_ram(model):
-    # Each device holds two layers: the model spreads over all three, resident.
+    # Each device holds two layers: the model spreads over all three, resident. Orders with
+    # the peers side by side tie (the same copies), so which one the planner picks is free.
     machine = [device("a", 3.2, peers={"b": PEER_LINK}), device("b", 3.2), device("c", 3.2)]
     compiled, copies = run_on(model, machine, ["a", "b", "c"])
-    assert compiled.region_devices == ["a", "a", "b", "b", "c", "c"]
+    order = compiled.region_devices[::2]
+    assert compiled.region_devices == [name for name in order for _ in range(2)]
+    assert sorted(order) == ["a", "b", "c"] and abs(order.index("a") - order.index("b")) == 1
     assert all(compiled._plan.placement.chosen.resident)
-    assert copies == [
-        ("a.h2d", ACTIVATION_BYTES),  # the input
-        ("a->b", ACTIVATION_BYTES),  # peers: one copy over their own link
-        ("b.d2h", ACTIVATION_BYTES),  # b and c are not: through RAM
-        ("c.h2d", ACTIVATION_BYTES),
-        ("c.d2h", ACTIVATION_BYTES),  # the output
-    ]
+    expected = [(f"{order[0]}.h2d", ACTIVATION_BYTES)]  # the input
+    for left, right in zip(order, order[1:]):
+        if {left, right} == {"a", "b"}:
+            expected.append((f"{left}->{right}", ACTIVATION_BYTES))  # peers: one copy over their own link
+        else:
+            expected += [(f"{left}.d2h", ACTIVATION_BYTES), (f"{right}.h2d", ACTIVATION_BYTES)]  # through RAM
+    expected.append((f"{order[-1]}.d2h", ACTIVATION_BYTES))  # the output
+    assert copies == expected
     assert list(compiled.last_peak_bytes.values()) == simulated_peaks(compiled)[:4]
     explained = compiled.explain()
     assert "peer link a <-> b: 1 GB/s each way" in explained

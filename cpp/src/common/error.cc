@@ -1,6 +1,8 @@
 // Names of error codes and the construction of tt::Error.
 #include "tt/common/error.h"
 
+#include <cstring>
+
 namespace tt {
 
 std::string_view error_code_name(ErrorCode code) {
@@ -20,5 +22,9 @@ std::string_view error_code_name(ErrorCode code) {
 }
 
 Error::Error(ErrorCode code, const std::string& message) : std::runtime_error(message), code_(code) {}
+
+void throw_os_error(const std::string& action, const std::string& path, int error, ErrorCode code) {
+  throw Error(code, action + " '" + path + "': " + std::strerror(error));
+}
 
 }  // namespace tt

@@ -11,7 +11,6 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
-#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -27,16 +26,12 @@ constexpr std::int64_t kMiB = std::int64_t{1} << 20;
 constexpr std::size_t kChunkBytes = 4 << 20;  // large enough to reach a device's streaming rate
 constexpr std::size_t kAlignment = 4096;      // satisfies O_DIRECT on every common block size
 
-[[noreturn]] void throw_io(const std::string& action, const std::string& path, int error) {
-  throw Error(ErrorCode::IO, action + " '" + path + "': " + std::strerror(error));
-}
-
 // The temporary file, unlinked when the measurement ends, whether it succeeded or threw.
 class TemporaryFile {
  public:
   explicit TemporaryFile(const std::string& directory) : path_(join_path(directory, "tt_read_probe_XXXXXX")) {
     const int fd = ::mkstemp(path_.data());
-    if (fd < 0) throw_io("create a temporary file in", directory, errno);
+    if (fd < 0) throw_os_error("create a temporary file in", directory, errno);
     ::close(fd);
   }
   TemporaryFile(const TemporaryFile&) = delete;
@@ -60,7 +55,7 @@ void fill_pseudo_random(std::uint64_t* words, std::size_t count, std::uint64_t& 
 
 void write_file(const std::string& path, std::int64_t bytes, char* buffer) {
   UniqueFd fd(::open(path.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC));
-  if (fd.get() < 0) throw_io("open for writing", path, errno);
+  if (fd.get() < 0) throw_os_error("open for writing", path, errno);
   std::uint64_t state = 0x9E3779B97F4A7C15ULL;
   for (std::int64_t written = 0; written < bytes;) {
     const std::size_t chunk = static_cast<std::size_t>(std::min<std::int64_t>(kChunkBytes, bytes - written));
@@ -68,12 +63,12 @@ void write_file(const std::string& path, std::int64_t bytes, char* buffer) {
     for (std::size_t done = 0; done < chunk;) {
       const ssize_t got = ::write(fd.get(), buffer + done, chunk - done);
       if (got < 0 && errno == EINTR) continue;
-      if (got < 0) throw_io("write", path, errno);
+      if (got < 0) throw_os_error("write", path, errno);
       done += static_cast<std::size_t>(got);
     }
     written += static_cast<std::int64_t>(chunk);
   }
-  if (::fsync(fd.get()) != 0) throw_io("fsync", path, errno);
+  if (::fsync(fd.get()) != 0) throw_os_error("fsync", path, errno);
 }
 
 // Reads `path` to its end; returns the byte count, or -1 when the first read is refused
@@ -85,7 +80,7 @@ std::int64_t read_all(int fd, const std::string& path, char* buffer) {
     if (got == 0) return total;
     if (got < 0 && errno == EINTR) continue;
     if (got < 0 && errno == EINVAL && total == 0) return -1;
-    if (got < 0) throw_io("read", path, errno);
+    if (got < 0) throw_os_error("read", path, errno);
     total += got;
   }
 }
@@ -94,13 +89,13 @@ std::int64_t read_all(int fd, const std::string& path, char* buffer) {
 
 DiskSpace probe_disk(const std::string& path) {
   struct statvfs info {};
-  if (::statvfs(path.c_str(), &info) != 0) throw_io("statvfs", path, errno);
+  if (::statvfs(path.c_str(), &info) != 0) throw_os_error("statvfs", path, errno);
   DiskSpace space;
   // f_bavail, not f_bfree: the root-reserved blocks are not available to this process.
   space.free_bytes = static_cast<std::int64_t>(info.f_bavail) * static_cast<std::int64_t>(info.f_frsize);
   space.total_bytes = static_cast<std::int64_t>(info.f_blocks) * static_cast<std::int64_t>(info.f_frsize);
   struct statfs kind {};
-  if (::statfs(path.c_str(), &kind) != 0) throw_io("statfs", path, errno);
+  if (::statfs(path.c_str(), &kind) != 0) throw_os_error("statfs", path, errno);
   space.in_memory = kind.f_type == TMPFS_MAGIC || kind.f_type == RAMFS_MAGIC;
   return space;
 }
@@ -126,15 +121,15 @@ ReadBandwidth measure_read_bandwidth(const std::string& directory, std::int64_t 
 
   result.direct = true;
   UniqueFd fd(::open(file.path().c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC));
-  if (fd.get() < 0 && errno != EINVAL) throw_io("open with O_DIRECT", file.path(), errno);
+  if (fd.get() < 0 && errno != EINVAL) throw_os_error("open with O_DIRECT", file.path(), errno);
   const auto start_buffered = [&] {
     // The file was fsynced, so its cached pages are clean and DONTNEED drops them:
     // the reads below then come from the device, as O_DIRECT ones would.
     result.direct = false;
     fd.reset(::open(file.path().c_str(), O_RDONLY | O_CLOEXEC));
-    if (fd.get() < 0) throw_io("open", file.path(), errno);
+    if (fd.get() < 0) throw_os_error("open", file.path(), errno);
     if (const int error = ::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_DONTNEED); error != 0) {
-      throw_io("posix_fadvise DONTNEED", file.path(), error);
+      throw_os_error("posix_fadvise DONTNEED", file.path(), error);
     }
   };
   if (fd.get() < 0) start_buffered();
@@ -145,7 +140,7 @@ ReadBandwidth measure_read_bandwidth(const std::string& directory, std::int64_t 
     start_buffered();
     start = std::chrono::steady_clock::now();
     read = read_all(fd.get(), file.path(), buffer);
-    if (read < 0) throw_io("read", file.path(), EINVAL);
+    if (read < 0) throw_os_error("read", file.path(), EINVAL);
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (read != result.bytes) {

@@ -7,26 +7,18 @@
 
 #include <cerrno>
 #include <charconv>
-#include <cstring>
 
 #include "tt/common/error.h"
 #include "tt/common/os_resources.h"
 
 namespace tt {
-namespace {
-
-[[noreturn]] void throw_io(const std::string& action, const std::string& path, int error) {
-  throw Error(ErrorCode::IO, action + " '" + path + "': " + std::strerror(error));
-}
-
-}  // namespace
 
 std::optional<std::string> read_text_file_if_exists(const std::string& path) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) {
     const int error = errno;
     if (error == ENOENT || error == ENOTDIR) return std::nullopt;
-    throw_io("open", path, error);
+    throw_os_error("open", path, error);
   }
   std::string contents;
   char buffer[4096];
@@ -35,7 +27,7 @@ std::optional<std::string> read_text_file_if_exists(const std::string& path) {
     if (got == 0) break;
     if (got < 0) {
       if (errno == EINTR) continue;
-      throw_io("read", path, errno);
+      throw_os_error("read", path, errno);
     }
     contents.append(buffer, static_cast<std::size_t>(got));
   }
@@ -44,7 +36,7 @@ std::optional<std::string> read_text_file_if_exists(const std::string& path) {
 
 std::string read_text_file(const std::string& path) {
   std::optional<std::string> contents = read_text_file_if_exists(path);
-  if (!contents) throw_io("read", path, ENOENT);
+  if (!contents) throw_os_error("read", path, ENOENT);
   return *std::move(contents);
 }
 

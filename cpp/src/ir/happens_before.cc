@@ -4,8 +4,7 @@
 namespace tt {
 
 HappensBefore::HappensBefore(const Schedule& schedule)
-    : schedule_(schedule),
-      predecessors_(schedule.size()),
+    : predecessors_(schedule.size()),
       rank_(schedule.size()),
       mark_(schedule.size(), 0) {
   for (std::size_t position = 0; position < schedule.size(); ++position) {

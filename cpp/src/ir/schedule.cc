@@ -15,7 +15,7 @@
 namespace tt {
 namespace {
 
-[[noreturn]] void reject(const std::string& message) {
+[[noreturn]] void reject_schedule(const std::string& message) {
   throw Error(ErrorCode::InvalidArgument, "schedule: " + message);
 }
 
@@ -46,7 +46,7 @@ namespace {
   for (std::size_t step = path.size(); step-- > step_of[current];) {
     message += " -> " + std::to_string(instructions[path[step]].id);
   }
-  reject(message);
+  reject_schedule(message);
 }
 
 // A prediction is both times or neither: a lone start or end, or an end before the start,
@@ -57,13 +57,13 @@ void check_prediction(const Instruction& instruction, const std::string& who) {
   std::ostringstream got;
   got << "got start " << start << " and end " << end;
   if (!std::isfinite(start) || !std::isfinite(end)) {
-    reject(who + " predicted_start_us and predicted_end_us must be finite, " + got.str());
+    reject_schedule(who + " predicted_start_us and predicted_end_us must be finite, " + got.str());
   }
   if ((start < 0) != (end < 0)) {
-    reject(who + " predicted_start_us and predicted_end_us must both be >= 0 or both negative (no prediction), " +
+    reject_schedule(who + " predicted_start_us and predicted_end_us must both be >= 0 or both negative (no prediction), " +
            got.str());
   }
-  if (start >= 0 && end < start) reject(who + " predicted_end_us must not be before predicted_start_us, " + got.str());
+  if (start >= 0 && end < start) reject_schedule(who + " predicted_end_us must not be before predicted_start_us, " + got.str());
 }
 
 }  // namespace
@@ -77,7 +77,7 @@ Schedule::Schedule(std::vector<Instruction> instructions)
   std::unordered_map<std::int64_t, std::size_t> position_of;
   for (std::size_t i = 0; i < n; ++i) {
     if (!position_of.emplace(instructions_[i].id, i).second) {
-      reject("duplicate instruction id " + std::to_string(instructions_[i].id));
+      reject_schedule("duplicate instruction id " + std::to_string(instructions_[i].id));
     }
   }
 
@@ -87,13 +87,13 @@ Schedule::Schedule(std::vector<Instruction> instructions)
     check_prediction(instruction, who);
     std::unordered_set<std::int64_t> seen;
     for (std::int64_t dep : instruction.deps) {
-      if (dep == instruction.id) reject(who + " depends on itself");
+      if (dep == instruction.id) reject_schedule(who + " depends on itself");
       const auto found = position_of.find(dep);
       if (found == position_of.end()) {
-        reject(who + " depends on unknown instruction " + std::to_string(dep));
+        reject_schedule(who + " depends on unknown instruction " + std::to_string(dep));
       }
       if (!seen.insert(dep).second) {
-        reject(who + " depends on instruction " + std::to_string(dep) + " twice");
+        reject_schedule(who + " depends on instruction " + std::to_string(dep) + " twice");
       }
       // Visiting i in ascending order keeps every successor list ascending.
       successors_[found->second].push_back(i);

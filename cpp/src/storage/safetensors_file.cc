@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstring>
 #include <vector>
 
 #include "tt/common/error.h"
@@ -15,11 +14,6 @@
 
 namespace tt {
 namespace {
-
-[[noreturn]] void throw_io(const std::string& action, const std::string& path, int error) {
-  throw Error(error == ENOENT || error == ENOTDIR ? ErrorCode::NotFound : ErrorCode::IO,
-              action + " '" + path + "': " + std::strerror(error));
-}
 
 // Reads exactly out.size() bytes at `offset`; a file shrinking under us reads short, which is corruption.
 void pread_exactly(int fd, const std::string& path, std::span<std::uint8_t> out, std::uint64_t offset,
@@ -29,7 +23,7 @@ void pread_exactly(int fd, const std::string& path, std::span<std::uint8_t> out,
     const ssize_t got = ::pread(fd, out.data() + done, out.size() - done, static_cast<off_t>(offset + done));
     if (got < 0) {
       if (errno == EINTR) continue;
-      throw_io("read", path, errno);
+      throw_os_error("read", path, errno);
     }
     if (got == 0) {
       throw Error(ErrorCode::DataCorruption, path + ": the file ended at byte " + std::to_string(offset + done) +
@@ -44,9 +38,12 @@ void pread_exactly(int fd, const std::string& path, std::span<std::uint8_t> out,
 
 SafetensorsHeader read_safetensors_header(const std::string& path) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd.get() < 0) throw_io("open", path, errno);
+  if (fd.get() < 0) {
+    const int error = errno;
+    throw_os_error("open", path, error, error == ENOENT || error == ENOTDIR ? ErrorCode::NotFound : ErrorCode::IO);
+  }
   struct stat status {};
-  if (::fstat(fd.get(), &status) != 0) throw_io("stat", path, errno);
+  if (::fstat(fd.get(), &status) != 0) throw_os_error("stat", path, errno);
   if (!S_ISREG(status.st_mode)) throw Error(ErrorCode::IO, "read '" + path + "': not a regular file");
   const auto file_size = static_cast<std::uint64_t>(status.st_size);
   std::uint8_t length_bytes[8] = {};

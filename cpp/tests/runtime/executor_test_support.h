@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "../common/gate.h"
 #include "tt/runtime/executor.h"
 
 namespace tt::test {
@@ -82,27 +83,6 @@ class Stamps {
   std::vector<std::atomic<std::int64_t>> end_;
 };
 
-// Lets kernels wait for one another, with a deadline so a broken executor fails the
-// test instead of hanging it.
-class Gate {
- public:
-  void open() {
-    {
-      std::lock_guard lock(mutex_);
-      open_ = true;
-    }
-    opened_.notify_all();
-  }
-  bool wait() {
-    std::unique_lock lock(mutex_);
-    return opened_.wait_for(lock, std::chrono::seconds(30), [this] { return open_; });
-  }
-
- private:
-  std::mutex mutex_;
-  std::condition_variable opened_;
-  bool open_ = false;
-};
 
 inline RunOptions with_cap(std::int32_t max_concurrent) {
   RunOptions options;

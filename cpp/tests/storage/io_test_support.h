@@ -21,6 +21,7 @@
 
 #include <gtest/gtest.h>
 
+#include "../common/gate.h"
 #include "tt/common/error.h"
 #include "tt/storage/io_backend.h"
 
@@ -66,6 +67,12 @@ class TempDir {
   std::string path(const std::string& name) const { return (root_ / name).string(); }
   // The directory itself.
   std::string root() const { return root_.string(); }
+
+  // Writes `bytes` to `name` in the directory and returns its path.
+  std::string write(const std::string& name, const std::string& bytes) const {
+    std::ofstream(root_ / name, std::ios::binary) << bytes;
+    return path(name);
+  }
 
  private:
   std::filesystem::path root_;
@@ -125,24 +132,6 @@ class CreationWatch {
   std::vector<std::string> names_;
 };
 
-// A gate that threads wait at until the test opens it. Thread-safe.
-class Gate {
- public:
-  void open() {
-    std::lock_guard lock(mutex_);
-    open_ = true;
-    changed_.notify_all();
-  }
-  void wait() {
-    std::unique_lock lock(mutex_);
-    changed_.wait(lock, [&] { return open_; });
-  }
-
- private:
-  std::mutex mutex_;
-  std::condition_variable changed_;
-  bool open_ = false;
-};
 
 // Passes calls to the POSIX backend, but each pread first waits at a gate; records how many preads
 // are waiting or running at once (the engine's queue depth, seen from below). Thread-safe.

@@ -2,22 +2,19 @@
 #include "tt/storage/safetensors.h"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
-#include <atomic>
 #include <cstdint>
-#include <filesystem>
-#include <fstream>
 #include <string>
 #include <vector>
 
+#include "io_test_support.h"
 #include "tt/common/error.h"
 #include "tt/storage/json_reader.h"
 
 namespace tt {
 namespace {
 
-namespace fs = std::filesystem;
+using test::TempDir;
 
 // The 8-byte little-endian length `n` followed by `header` and `data`.
 std::string file_with_length(std::uint64_t n, const std::string& header, const std::string& data = "") {
@@ -43,36 +40,6 @@ SafetensorsHeader parse(const std::string& bytes) {
                                   std::span(reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size()),
                                   bytes.size());
 }
-
-// A unique temporary directory, removed with everything in it on destruction.
-class TempDir {
- public:
-  TempDir() {
-    static std::atomic<int> counter{0};
-    root_ = fs::temp_directory_path() / ("tt_safetensors_" + std::to_string(::getpid()) + "_" +
-                                         std::to_string(counter++));
-    fs::create_directories(root_);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  ~TempDir() {
-    std::error_code ignored;
-    fs::remove_all(root_, ignored);
-  }
-
-  // Writes `bytes` to `name` under the directory and returns its path.
-  std::string write(const std::string& name, const std::string& bytes) const {
-    const fs::path file = root_ / name;
-    std::ofstream(file, std::ios::binary) << bytes;
-    return file.string();
-  }
-
-  // Path of `name` under the directory.
-  std::string path(const std::string& name) const { return (root_ / name).string(); }
-
- private:
-  fs::path root_;
-};
 
 // --- Valid headers -----------------------------------------------------------------------
 

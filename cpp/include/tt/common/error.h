@@ -36,4 +36,10 @@ class Error : public std::runtime_error {
   ErrorCode code_;
 };
 
+// Throws the Error for an operating-system call on `path` that failed with errno `error`:
+// `code` (IO unless the caller knows better) and a message naming the action, the path and
+// strerror, such as "open 'a/b': No such file or directory".
+[[noreturn]] void throw_os_error(const std::string& action, const std::string& path, int error,
+                                 ErrorCode code = ErrorCode::IO);
+
 }  // namespace tt

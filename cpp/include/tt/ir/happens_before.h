@@ -12,7 +12,7 @@ namespace tt {
 // pruned by topological rank. Not thread-safe (it reuses its visit marks); cheap to build.
 class HappensBefore {
  public:
-  // Refers to `schedule`, which must outlive this object.
+  // Copies the dependencies and ranks it needs from `schedule`.
   explicit HappensBefore(const Schedule& schedule);
 
   // True when the instruction at position `before` is a (transitive) dependency of the
@@ -23,7 +23,6 @@ class HappensBefore {
   const std::vector<std::size_t>& rank() const noexcept { return rank_; }
 
  private:
-  const Schedule& schedule_;
   std::vector<std::vector<std::size_t>> predecessors_;
   std::vector<std::size_t> rank_;
   mutable std::vector<std::size_t> mark_;
