@@ -53,8 +53,12 @@ test-cpp: build/cpp/build.ninja
 	$(BIN)/cmake --build build/cpp
 	$(BIN)/ctest --test-dir build/cpp --output-on-failure
 
+# pytest on PYTEST_WORKERS processes (pytest-xdist), a test file to each at a time, so that
+# a file's module-scoped fixtures (models compiled once) are built once; the suite's
+# slowest lines print at the end. PYTEST_WORKERS=0 runs it in this one process.
+PYTEST_WORKERS ?= 2
 test-python: $(VENV)/.built
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --durations=15 tests
 
 # Ruff: pyflakes, pycodestyle, import order, bugbear, pyupgrade, and formatting.
 lint: $(VENV)/.built
