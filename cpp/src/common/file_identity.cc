@@ -30,7 +30,7 @@ FileIdentity file_identity(const std::string& path) {
   struct stat info {};
   if (::stat(path.c_str(), &info) != 0) {
     const int error = errno;
-    throw Error(error == ENOENT ? ErrorCode::NotFound : ErrorCode::IO, "stat '" + path + "': " + std::strerror(error));
+    throw_os_error("stat", path, error, error == ENOENT ? ErrorCode::NotFound : ErrorCode::IO);
   }
   return identity_of(info);
 }

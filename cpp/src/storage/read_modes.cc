@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
-#include <cstring>
 
 #include "tt/common/aligned_buffer.h"
 #include "tt/common/error.h"
@@ -70,9 +69,7 @@ ReadModeMeasurement measure_read_modes(const std::string& path, std::uint64_t by
                                             "asked for " + std::to_string(bytes_to_read));
   }
   // DONTNEED drops clean pages only: write back any dirty ones first.
-  if (::fdatasync(file.get()) != 0) {
-    throw Error(ErrorCode::IO, "fdatasync '" + path + "': " + std::strerror(errno));
-  }
+  if (::fdatasync(file.get()) != 0) throw_os_error("fdatasync", path, errno);
   const AlignedBuffer buffer(static_cast<std::size_t>(measurement.bytes), kDirectAlignment);
   for (const ReadModeCandidate& candidate : candidates) {
     ReadModeResult result;
@@ -85,7 +82,7 @@ ReadModeMeasurement measure_read_modes(const std::string& path, std::uint64_t by
       if (!result.skipped_reason.empty()) continue;
       IoEngine engine(engine_options_for(result.candidate));  // threads start outside the timed part
       if (const int error = ::posix_fadvise(file.get(), 0, 0, POSIX_FADV_DONTNEED); error != 0) {
-        throw Error(ErrorCode::IO, "posix_fadvise DONTNEED '" + path + "': " + std::strerror(error));
+        throw_os_error("posix_fadvise DONTNEED", path, error);
       }
       const auto start = std::chrono::steady_clock::now();
       try {
