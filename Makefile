@@ -13,7 +13,8 @@ export TT_STRESS_DIVISOR := $(STRESS_DIVISOR)
 
 all: $(VENV)/.built
 
-# Debian packages the C++ build needs: GoogleTest, and Python's headers where the
+# Debian packages the C++ build needs: GoogleTest, clang (the sanitizer and fuzz builds: its
+# ASan and TSan builds and runs take half GCC's time), and Python's headers where the
 # interpreter came without them (Debian's own python3); hey, the HTTP load generator
 # of the serve benchmark (and its smoke test); and chromium, the headless browser that
 # renders compiled.visualize()'s page in its test. Installed once, as root.
@@ -21,6 +22,7 @@ system-deps:
 	@missing=""; \
 	[ -f /usr/include/gtest/gtest.h ] || missing="$$missing libgtest-dev"; \
 	command -v hey >/dev/null || missing="$$missing hey"; \
+	command -v clang++ >/dev/null || missing="$$missing clang"; \
 	command -v chromium >/dev/null || command -v chromium-browser >/dev/null || missing="$$missing chromium"; \
 	$(PYTHON) -c 'import os, sys, sysconfig; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' \
 		|| missing="$$missing python3-dev"; \
@@ -75,7 +77,8 @@ gpu-wheels: $(VENV)/.deps
 # The C++ tests under AddressSanitizer and UndefinedBehaviorSanitizer.
 sanitize: $(VENV)/.deps | system-deps
 	$(BIN)/cmake -S . -B build/sanitize -G Ninja -DCMAKE_MAKE_PROGRAM=$(abspath $(BIN)/ninja) \
-		-DCMAKE_BUILD_TYPE=Debug -DTT_BUILD_PYTHON=OFF -DTT_BUILD_TESTS=ON -DTT_SANITIZE=ON
+		-DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Debug -DTT_BUILD_PYTHON=OFF \
+		-DTT_BUILD_TESTS=ON -DTT_SANITIZE=ON
 	$(BIN)/cmake --build build/sanitize
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 		$(BIN)/ctest --test-dir build/sanitize --output-on-failure
@@ -83,13 +86,14 @@ sanitize: $(VENV)/.deps | system-deps
 # The C++ tests under ThreadSanitizer (races in the executor and its tests).
 sanitize-thread: $(VENV)/.deps | system-deps
 	$(BIN)/cmake -S . -B build/sanitize-thread -G Ninja -DCMAKE_MAKE_PROGRAM=$(abspath $(BIN)/ninja) \
-		-DCMAKE_BUILD_TYPE=Debug -DTT_BUILD_PYTHON=OFF -DTT_BUILD_TESTS=ON -DTT_SANITIZE_THREAD=ON
+		-DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Debug -DTT_BUILD_PYTHON=OFF \
+		-DTT_BUILD_TESTS=ON -DTT_SANITIZE_THREAD=ON
 	$(BIN)/cmake --build build/sanitize-thread
 	TSAN_OPTIONS=halt_on_error=1 $(BIN)/ctest --test-dir build/sanitize-thread --output-on-failure
 
 # The fuzz targets, each for FUZZ_SECONDS from its seed corpus, growing a corpus in
 # build/fuzz, where a crash is written (and fails the target); `make test` runs 30 s of
-# each. libFuzzer with ASan and UBSan (clang, installed when missing; one CMake build of the
+# each. libFuzzer with ASan and UBSan (clang; one CMake build of the
 # core and every target, build/fuzz-native) on the core's readers (cpp/fuzz/<target>_fuzz.cc:
 # the safetensors header and JSON reader; a program's spec and its schedule; seeds in
 # cpp/fuzz/corpus/<target>), and atheris on the Python readers
@@ -100,15 +104,12 @@ FUZZ_TARGETS ?= safetensors program
 FUZZ_PYTHON_TARGETS ?= manifest checkpoint_index read_mode_cache
 fuzz: fuzz-native fuzz-python
 
-fuzz-native: $(VENV)/.deps
-	@command -v clang++ >/dev/null || { \
-		echo "installing Debian packages: clang"; \
-		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq clang; \
-	}
+fuzz-native: $(VENV)/.deps | system-deps
 	$(BIN)/cmake -S . -B build/fuzz-native -G Ninja -DCMAKE_MAKE_PROGRAM=$(abspath $(BIN)/ninja) \
-		-DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Debug -DTT_BUILD_PYTHON=OFF -DTT_BUILD_FUZZERS=ON -DTT_WERROR=OFF
-	$(BIN)/cmake --build build/fuzz-native
+		-DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Debug -DTT_BUILD_PYTHON=OFF -DTT_BUILD_FUZZERS=ON
+	@# Ninja builds on both cores, not as a client of make's jobserver: beside it, fuzz-short's
+	@# Python targets run for a set time whatever the load, and the build is done sooner.
+	MAKEFLAGS= $(BIN)/cmake --build build/fuzz-native
 	@set -e; for target in $(FUZZ_TARGETS); do \
 		mkdir -p build/fuzz/corpus/$$target cpp/fuzz/corpus/$$target; \
 		echo "fuzzing $$target for $(FUZZ_SECONDS) s"; \
@@ -129,8 +130,9 @@ fuzz-python: $(VENV)/.built
 		grep -E "^stat::number_of_executed_units|^stat::new_units_added" build/fuzz/$$target.log; \
 	done
 
+# The native and the Python targets side by side, a core each (each target runs for a set time).
 fuzz-short:
-	$(MAKE) fuzz FUZZ_SECONDS=30
+	$(MAKE) -j2 --output-sync=target fuzz FUZZ_SECONDS=30
 
 # The benchmarks, suite S1 first, S4 only where torch sees a CUDA GPU; then the tables of docs/benchmarks.md
 # and docs/figures from the results. Their baselines are pyproject.toml's bench extra, installed

@@ -269,7 +269,8 @@ class WorkerDied(RuntimeError):
 
 
 class Worker:
-    """A budgeted system in a process of its own (bench/memory_cgroup.py's `group` when given)."""
+    """A budgeted system in a process of its own (bench/memory_cgroup.py's `group` when given).
+    It starts building at once; `wait_ready` waits until it is built."""
 
     def __init__(self, name: str, system: str, group, *build) -> None:
         context = multiprocessing.get_context("spawn")
@@ -278,7 +279,11 @@ class Worker:
         self.process = context.Process(target=budgeted_worker, args=(theirs, system, group, *build), daemon=True)
         self.process.start()
         theirs.close()
-        self.ready = self._answer()
+        self.ready: dict = {}
+
+    def wait_ready(self) -> None:
+        if not self.ready:
+            self.ready = self._answer()
 
     def run(self) -> dict:
         self.connection.send("run")
@@ -419,6 +424,12 @@ def measure(name: str, quick: bool, with_batches: bool) -> dict:
                     offload = os.path.join(offloads, worker)
                     source = int8_checkpoint if system == "tensortorrent_int8" else checkpoint
                     workers[worker] = Worker(worker, system, group, name, source, offload, budget, quick, ids)
+                    # A quick run builds its workers side by side (most of a tiny model's build
+                    # is its process importing torch); a full one builds each alone, timed alone.
+                    if not quick:
+                        workers[worker].wait_ready()
+                for worker, (_, group) in plan.items():
+                    workers[worker].wait_ready()
                     if group is not None:
                         limits[worker] = anonymous_bytes(group), anonymous_bytes(group) + TRANSIENT_BYTES
                         limit(group, limits[worker][1])
