@@ -26,6 +26,117 @@ def run_quick(script: str, out: Path, *extra: str) -> dict:
     return json.loads(out.read_text())
 
 
+# The slowest first: pytest-xdist hands a worker its next test file when two tests of
+# this one are left, and that file waits behind them.
+def test_generate_benchmark_quick_run_and_its_table(tmp_path):
+    results = run_quick("generate.py", tmp_path / "generate.json")
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        import results_schema
+        import tables_generate
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    results_schema.validate(results)
+    assert "| weights in RAM | TensorTorrent |" in tables_generate.render(results)
+    assert results["mode"] == "quick" and results["workload"]["new_tokens"] > 1
+    parts = {
+        "in_ram": {"hugging_face", "hugging_face_compiled", "tensortorrent"},
+        "under_budget": {"accelerate", "tensortorrent"},
+    }
+    for part, systems in parts.items():
+        assert systems <= set(results[part])
+        for name in systems:
+            figures = results[part][name]
+            assert figures["prefill_tok_s"] > 0 and figures["decode_tok_s"] > 0 and len(figures["runs"]) == 2
+    bound = results["under_budget"]["bound"]
+    assert bound["decode_step_read_bytes"] > 0 and bound["tensortorrent_over_bound"] > 0
+    assert "decode_tok_s" in results["batches"]["1"]
+
+
+def test_streaming_benchmark_quick_run(tmp_path):
+    results = run_quick("streaming.py", tmp_path / "streaming.json", "--dir", str(tmp_path))
+    stream = results["stream"]
+    assert stream["max_abs_error"] < 1e-4
+    assert stream["peak_ram_bytes"] <= stream["ram_budget_bytes"] < stream["weight_bytes"]
+    assert stream["bytes_read_per_forward"] >= stream["weight_bytes"] - stream["ram_budget_bytes"]
+    assert stream["measured_over_predicted_at_call_speed"] > 0
+    assert set(results["reads"]["plain_gbps"]) >= {"buffered_1", "buffered_8", "direct_1", "direct_8"}
+    for workload in results["checkpoints"]:  # suite S2: every system on each checkpoint, in its own process
+        systems = workload["systems"]
+        assert set(systems) == {"eager", "tensortorrent", "accelerate", "mmap"}
+        assert all(system["max_abs_error_vs_eager"] < 1e-4 for system in systems.values())
+        assert workload["ram_budget_bytes"] < workload["weight_bytes"] and workload["bytes_read_per_forward"] > 0
+        assert workload["measured_over_predicted_at_call_speed"] > 0
+        assert len(workload["reads"]["plain_gbps"]["direct_2"]["samples"]) == 4, "two rounds before, two after"
+    assert [p.name for p in tmp_path.iterdir()] == ["streaming.json"], "the scratch files are removed"
+
+
+def test_compressed_benchmark_quick_run_and_its_table(tmp_path):
+    results = run_quick("compressed.py", tmp_path / "compressed.json", "--dir", str(tmp_path), "--workloads", "mlp")
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        import results_schema
+        import tables_compressed
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    results_schema.validate(results)
+    assert results["suite"] == "compressed" and results["mode"] == "quick"
+    (workload,) = results["workloads"]
+    formats = ("int8", "int4")
+    runs = {f"{f}{kind}" for f in formats for kind in ("", "_streamed", "_in_ram")}
+    assert set(workload["systems"]) == {"eager", "float32", "accelerate"} | runs
+    assert workload["formats"]["int8"]["over_float32_bytes"] <= 0.27
+    assert workload["formats"]["int4"]["over_float32_bytes"] <= 0.15
+    for weight_format in formats:
+        assert workload["systems"][f"{weight_format}_streamed"]["bytes_read_per_forward"][0] > 0
+    assert workload["systems"]["int8"]["cosine_vs_eager"] >= 0.999
+    assert workload["systems"]["int4"]["cosine_vs_eager"] >= 0.99
+    assert "### Compressed weights" in tables_compressed.render(results)
+
+
+def test_gpu_suite_quick_run_on_the_cpu(tmp_path):
+    # The device check's code paths at small sizes on the CPU: no GPU figure, no timing asserted.
+    results = run_quick("s4_gpu.py", tmp_path / "s4.json", "--device", "cpu", "--samples", "1")
+    assert results["quick"] and results["suite"] == "S4"
+    assert list(results["fit_in_vram"]) == ["mlp_2048x8", "transformer_block", "gpt2_small", "resnet50"], "S1's"
+    for workload in results["fit_in_vram"].values():
+        assert "failed" not in workload, workload.get("traceback")
+        assert workload["agreement_with_cpu_eager"]["cosine_min"] > 0.999
+    for workload in results["fit_in_vram_compiled"].values():
+        assert "failed" not in workload, workload.get("traceback")
+        assert workload["tensortorrent_inductor_agreement"]["cosine_min"] > 0.999
+        assert workload["ratio_tt_inductor_over_torch_compile"] > 0
+    beyond = results["beyond_vram"]
+    assert "failed" not in beyond, beyond.get("failed")
+    # bf16 logits of random weights hold near-ties that another kernel's rounding flips: cosine, not argmax.
+    assert beyond["tensortorrent_agreement"]["cosine_min"] > 0.999 and "accelerate" in beyond
+
+
+def test_train_step_benchmark_quick_run(tmp_path):
+    results = run_quick("train_step.py", tmp_path / "train_step.json")
+    for workload in ("cpu", "streamed_virtual_device"):
+        assert results[workload]["first_loss_abs_diff"] < 1e-3, "the same weights, batch and masks"
+        assert results[workload]["regions"] > 1
+    assert results["streamed_virtual_device"]["devices"] == ["acc"]
+
+
+def test_pipeline_benchmark_quick_run(tmp_path):
+    results = run_quick("pipeline.py", tmp_path / "pipeline.json")
+    assert len(results["stages"]) == 2 and results["microbatches"] == 8
+    assert results["pipeline"]["samples_per_s"] > 0 and results["single_process"]["samples_per_s"] > 0
+    for stage in results["stages"]:
+        assert stage["predicted_microbatch_s"] > 0 and stage["measured_microbatch_s"] > 0
+
+
+@pytest.mark.skipif(shutil.which("hey") is None, reason="the load generator hey is not installed (apt-get install hey)")
+def test_serve_load_benchmark_quick_run(tmp_path):
+    results = run_quick("serve_load.py", tmp_path / "serve.json")
+    assert results["quick"] and results["server"]["exit_code"] == 0
+    assert [run["workers"] for run in results["closed_loop"]] == [1, 4, 16, 64]
+    assert all(run["errors_other_than_503"] == 0 and run["p50_ms"] > 0 for run in results["closed_loop"])
+    assert [run["fraction"] for run in results["open_loop"]] == [0.5, 1.0, 1.5]
+
+
 def test_overhead_benchmark_quick_run(tmp_path):
     results = run_quick("overhead.py", tmp_path / "overhead.json")
     assert set(results["executor_overhead"]) == {"native", "native_pool", "compiled_chain"}
@@ -145,42 +256,6 @@ def test_the_planner_benchmark_fills_as_accelerate_does(monkeypatch):
     assert resident == [True, True, True, True, False]
 
 
-def test_streaming_benchmark_quick_run(tmp_path):
-    results = run_quick("streaming.py", tmp_path / "streaming.json", "--dir", str(tmp_path))
-    stream = results["stream"]
-    assert stream["max_abs_error"] < 1e-4
-    assert stream["peak_ram_bytes"] <= stream["ram_budget_bytes"] < stream["weight_bytes"]
-    assert stream["bytes_read_per_forward"] >= stream["weight_bytes"] - stream["ram_budget_bytes"]
-    assert stream["measured_over_predicted_at_call_speed"] > 0
-    assert set(results["reads"]["plain_gbps"]) >= {"buffered_1", "buffered_8", "direct_1", "direct_8"}
-    for workload in results["checkpoints"]:  # suite S2: every system on each checkpoint, in its own process
-        systems = workload["systems"]
-        assert set(systems) == {"eager", "tensortorrent", "accelerate", "mmap"}
-        assert all(system["max_abs_error_vs_eager"] < 1e-4 for system in systems.values())
-        assert workload["ram_budget_bytes"] < workload["weight_bytes"] and workload["bytes_read_per_forward"] > 0
-        assert workload["measured_over_predicted_at_call_speed"] > 0
-        assert len(workload["reads"]["plain_gbps"]["direct_2"]["samples"]) == 4, "two rounds before, two after"
-    assert [p.name for p in tmp_path.iterdir()] == ["streaming.json"], "the scratch files are removed"
-
-
-def test_gpu_suite_quick_run_on_the_cpu(tmp_path):
-    # The device check's code paths at small sizes on the CPU: no GPU figure, no timing asserted.
-    results = run_quick("s4_gpu.py", tmp_path / "s4.json", "--device", "cpu", "--samples", "1")
-    assert results["quick"] and results["suite"] == "S4"
-    assert list(results["fit_in_vram"]) == ["mlp_2048x8", "transformer_block", "gpt2_small", "resnet50"], "S1's"
-    for workload in results["fit_in_vram"].values():
-        assert "failed" not in workload, workload.get("traceback")
-        assert workload["agreement_with_cpu_eager"]["cosine_min"] > 0.999
-    for workload in results["fit_in_vram_compiled"].values():
-        assert "failed" not in workload, workload.get("traceback")
-        assert workload["tensortorrent_inductor_agreement"]["cosine_min"] > 0.999
-        assert workload["ratio_tt_inductor_over_torch_compile"] > 0
-    beyond = results["beyond_vram"]
-    assert "failed" not in beyond, beyond.get("failed")
-    # bf16 logits of random weights hold near-ties that another kernel's rounding flips: cosine, not argmax.
-    assert beyond["tensortorrent_agreement"]["cosine_min"] > 0.999 and "accelerate" in beyond
-
-
 def test_gpu_suite_exits_nonzero_naming_what_failed(tmp_path):
     # A device no machine here has: every part fails, is recorded, and the exit status says so.
     out = tmp_path / "s4.json"
@@ -191,76 +266,3 @@ def test_gpu_suite_exits_nonzero_naming_what_failed(tmp_path):
     recorded = json.loads(out.read_text())
     assert all("unknown device 'cuda:7'" in workload["failed"] for workload in recorded["fit_in_vram"].values())
     assert recorded["beyond_vram"]["failed"]["error"]
-
-
-@pytest.mark.skipif(shutil.which("hey") is None, reason="the load generator hey is not installed (apt-get install hey)")
-def test_serve_load_benchmark_quick_run(tmp_path):
-    results = run_quick("serve_load.py", tmp_path / "serve.json")
-    assert results["quick"] and results["server"]["exit_code"] == 0
-    assert [run["workers"] for run in results["closed_loop"]] == [1, 4, 16, 64]
-    assert all(run["errors_other_than_503"] == 0 and run["p50_ms"] > 0 for run in results["closed_loop"])
-    assert [run["fraction"] for run in results["open_loop"]] == [0.5, 1.0, 1.5]
-
-
-def test_train_step_benchmark_quick_run(tmp_path):
-    results = run_quick("train_step.py", tmp_path / "train_step.json")
-    for workload in ("cpu", "streamed_virtual_device"):
-        assert results[workload]["first_loss_abs_diff"] < 1e-3, "the same weights, batch and masks"
-        assert results[workload]["regions"] > 1
-    assert results["streamed_virtual_device"]["devices"] == ["acc"]
-
-
-def test_pipeline_benchmark_quick_run(tmp_path):
-    results = run_quick("pipeline.py", tmp_path / "pipeline.json")
-    assert len(results["stages"]) == 2 and results["microbatches"] == 8
-    assert results["pipeline"]["samples_per_s"] > 0 and results["single_process"]["samples_per_s"] > 0
-    for stage in results["stages"]:
-        assert stage["predicted_microbatch_s"] > 0 and stage["measured_microbatch_s"] > 0
-
-
-def test_generate_benchmark_quick_run_and_its_table(tmp_path):
-    results = run_quick("generate.py", tmp_path / "generate.json")
-    sys.path.insert(0, str(ROOT / "bench"))
-    try:
-        import results_schema
-        import tables_generate
-    finally:
-        sys.path.remove(str(ROOT / "bench"))
-    results_schema.validate(results)
-    assert "| weights in RAM | TensorTorrent |" in tables_generate.render(results)
-    assert results["mode"] == "quick" and results["workload"]["new_tokens"] > 1
-    parts = {
-        "in_ram": {"hugging_face", "hugging_face_compiled", "tensortorrent"},
-        "under_budget": {"accelerate", "tensortorrent"},
-    }
-    for part, systems in parts.items():
-        assert systems <= set(results[part])
-        for name in systems:
-            figures = results[part][name]
-            assert figures["prefill_tok_s"] > 0 and figures["decode_tok_s"] > 0 and len(figures["runs"]) == 2
-    bound = results["under_budget"]["bound"]
-    assert bound["decode_step_read_bytes"] > 0 and bound["tensortorrent_over_bound"] > 0
-    assert "decode_tok_s" in results["batches"]["1"]
-
-
-def test_compressed_benchmark_quick_run_and_its_table(tmp_path):
-    results = run_quick("compressed.py", tmp_path / "compressed.json", "--dir", str(tmp_path), "--workloads", "mlp")
-    sys.path.insert(0, str(ROOT / "bench"))
-    try:
-        import results_schema
-        import tables_compressed
-    finally:
-        sys.path.remove(str(ROOT / "bench"))
-    results_schema.validate(results)
-    assert results["suite"] == "compressed" and results["mode"] == "quick"
-    (workload,) = results["workloads"]
-    formats = ("int8", "int4")
-    runs = {f"{f}{kind}" for f in formats for kind in ("", "_streamed", "_in_ram")}
-    assert set(workload["systems"]) == {"eager", "float32", "accelerate"} | runs
-    assert workload["formats"]["int8"]["over_float32_bytes"] <= 0.27
-    assert workload["formats"]["int4"]["over_float32_bytes"] <= 0.15
-    for weight_format in formats:
-        assert workload["systems"][f"{weight_format}_streamed"]["bytes_read_per_forward"][0] > 0
-    assert workload["systems"]["int8"]["cosine_vs_eager"] >= 0.999
-    assert workload["systems"]["int4"]["cosine_vs_eager"] >= 0.99
-    assert "### Compressed weights" in tables_compressed.render(results)
