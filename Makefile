@@ -93,11 +93,11 @@ sanitize-thread: $(VENV)/.deps | system-deps
 
 # The fuzz targets, each for FUZZ_SECONDS from its seed corpus, growing a corpus in
 # build/fuzz, where a crash is written (and fails the target); `make test` runs 30 s of
-# each. libFuzzer with ASan and UBSan (clang; one CMake build of the
-# core and every target, build/fuzz-native) on the core's readers (cpp/fuzz/<target>_fuzz.cc:
-# the safetensors header and JSON reader; a program's spec and its schedule; seeds in
-# cpp/fuzz/corpus/<target>), and atheris on the Python readers
-# (fuzz/<target>_fuzz.py: an artifact's manifest; a checkpoint index; seeds in fuzz/corpus).
+# each. libFuzzer with ASan and UBSan (clang; one CMake build of the core and every
+# target, build/fuzz-native) on the core's readers (cpp/fuzz/<target>_fuzz.cc: the
+# safetensors header and JSON reader; a program's spec and its schedule; seeds in
+# cpp/fuzz/corpus/<target>), and atheris on the Python readers (fuzz/<target>_fuzz.py:
+# an artifact's manifest; a checkpoint index; the read-mode cache; seeds in fuzz/corpus).
 # An input that ever broke a target stays in its seeds as found-*.
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS ?= safetensors program

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -28,6 +29,15 @@ def rss_growth(child_source: str, *args: object) -> int:
     assert result.returncode == 0, result.stderr[-3000:]
     baseline, peak = (int(v) for v in result.stdout.split())
     return peak - baseline
+
+
+def wait_until(done: Callable[[], object], timeout_s: float = 10.0, every_s: float = 0.01) -> object:
+    """Polls `done` until it returns a true value or `timeout_s` passes, and returns its last
+    value: for effects another thread finishes just after the call under test returns."""
+    deadline = time.monotonic() + timeout_s
+    while not (value := done()) and time.monotonic() < deadline:
+        time.sleep(every_s)
+    return value
 
 
 def eager_outputs(model: torch.nn.Module, args: tuple, kwargs: dict | None = None):

@@ -7,14 +7,13 @@ import os
 import re
 import subprocess
 import threading
-import time
 
 import pytest
 import torch
 from torch import nn
 
 import tensortorrent as tt
-from conftest import eager_outputs, probe
+from conftest import eager_outputs, probe, wait_until
 from tiny_transformers import MODELS, VOCAB, logits, meta_model, saved_model
 
 WIDTH, ROWS = 256, 64
@@ -63,13 +62,11 @@ def spilled_bytes_on_disk(folder) -> int:
     return total
 
 
-def spilled_while_running(folder, least: int, timeout_s: float = 10.0) -> int:
+def spilled_while_running(folder, least: int) -> int:
     """Spilled bytes under `folder` once `least` are there (the spill runs on the I/O engine,
-    beside the region that asks), or what is there after `timeout_s`."""
-    deadline = time.monotonic() + timeout_s
-    while (found := spilled_bytes_on_disk(folder)) < least and time.monotonic() < deadline:
-        time.sleep(0.001)
-    return found
+    beside the region that asks), or what is there after a while."""
+    wait_until(lambda: spilled_bytes_on_disk(folder) >= least, every_s=0.001)
+    return spilled_bytes_on_disk(folder)
 
 
 def test_activations_beyond_the_budget_spill_and_the_outputs_match_eager(tmp_path, hooks):

@@ -12,6 +12,7 @@ import transformers
 from e2e.test_peaks import simulated_peaks
 
 import tensortorrent as tt
+from conftest import wait_until
 from tensortorrent import core
 from tensortorrent.planning.fit import weight_bytes
 from tiny_transformers import DECODER, VOCAB, built, meta_model, saved_model
@@ -205,10 +206,7 @@ def test_a_generation_that_joins_a_running_one_gets_the_tokens_it_gets_alone(com
     assert generative.rows_in_use == 0
     # The loop's thread ends once no generation is left: an idle module holds no thread,
     # and one never closed is freed at exit.
-    deadline = time.monotonic() + 10
-    while any(t.name == "tt-decode-loop" for t in threading.enumerate()) and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert not any(t.name == "tt-decode-loop" for t in threading.enumerate())
+    assert wait_until(lambda: not any(t.name == "tt-decode-loop" for t in threading.enumerate()))
 
 
 def test_a_meta_model_generates_from_a_sharded_checkpoint_read_in_place(tmp_path):

@@ -23,7 +23,7 @@ import torch
 from torch import nn
 
 import tensortorrent as tt
-from conftest import ProbeChain, eager_outputs, sleep_then
+from conftest import ProbeChain, eager_outputs, sleep_then, wait_until
 
 pytest.importorskip("fastapi")
 from tensortorrent.serve.app import Server, ServeSettings  # noqa: E402
@@ -41,10 +41,7 @@ def serving(models: dict, **settings):
     server = uvicorn_server(served)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        assert time.monotonic() < deadline, "the server did not start"
-        time.sleep(0.01)
+    assert wait_until(lambda: server.started, timeout_s=20), "the server did not start"
     try:
         yield f"http://127.0.0.1:{sock.getsockname()[1]}", served, server
     finally:
@@ -255,10 +252,8 @@ def test_a_request_whose_deadline_passes_while_it_runs_is_cancelled_at_an_instru
         late = infer_body(torch.randn(1, WIDTH))
         late["parameters"] = {"timeout": 150_000}  # its first region alone takes longer
         status, _, reply = call(f"{url}/v2/models/chain/infer", late)
-        deadline = time.monotonic() + 10
-        while metric(call(f"{url}/metrics")[2], "tt_cancellations_total", model="chain") < 1:
-            assert time.monotonic() < deadline, "the running call was not cancelled"
-            time.sleep(0.05)
+        cancelled = wait_until(lambda: metric(call(f"{url}/metrics")[2], "tt_cancellations_total", model="chain") >= 1)
+        assert cancelled, "the running call was not cancelled"
         metrics = call(f"{url}/metrics")[2]
     assert status == 504 and "deadline" in reply["error"]
     assert metric(metrics, "tt_rejections_total", model="chain", reason="timeout") == 1
@@ -276,12 +271,8 @@ def test_a_client_that_goes_away_cancels_its_call_and_in_flight_returns_to_zero(
             client.sendall(f"{head}Content-Length: {len(body)}\r\n\r\n".encode() + body)
             while hooks.calls == []:
                 time.sleep(0.01)
-        deadline = time.monotonic() + 10
-        while True:
-            metrics = call(f"{url}/metrics")[2]
-            if metric(metrics, "tt_cancellations_total", model="chain") == 1 or time.monotonic() > deadline:
-                break
-            time.sleep(0.05)
+        wait_until(lambda: metric(call(f"{url}/metrics")[2], "tt_cancellations_total", model="chain") == 1)
+        metrics = call(f"{url}/metrics")[2]
         assert metric(metrics, "tt_rejections_total", model="chain", reason="disconnected") == 1
         assert metric(metrics, "tt_cancellations_total", model="chain") == 1
         assert metric(metrics, "tt_in_flight", model="chain") == 0
@@ -415,15 +406,17 @@ def test_the_command_serves_an_artifact_and_exits_0_on_sigterm(mlp, tmp_path):
         env={**os.environ, "TT_SERVE_API_KEY": ""},
     )
     try:
-        url, deadline = f"http://127.0.0.1:{port}", time.monotonic() + 60
-        while True:
+        url = f"http://127.0.0.1:{port}"
+
+        def ready_or_exited() -> bool:
             try:
-                if call(f"{url}/v2/health/ready")[0] == 200:
-                    break
+                return process.poll() is not None or call(f"{url}/v2/health/ready")[0] == 200
             except OSError:
-                pass
-            assert process.poll() is None and time.monotonic() < deadline, process.stdout.read().decode()
-            time.sleep(0.1)
+                return False
+
+        wait_until(ready_or_exited, timeout_s=60, every_s=0.1)
+        if process.poll() is not None:
+            pytest.fail(f"the server exited: {process.stdout.read().decode()}")
         x = torch.randn(4, WIDTH)
         status, _, reply = call(f"{url}/v2/models/mlp/infer", infer_body(x))
         assert status == 200

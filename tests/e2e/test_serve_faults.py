@@ -10,7 +10,6 @@ import json
 import os
 import socket
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import torch
@@ -18,7 +17,7 @@ from e2e.test_serve import call, infer_body, metric, output_of, serving
 from e2e.test_streaming import deep_mlp, weight_bytes
 
 import tensortorrent as tt
-from conftest import eager_outputs
+from conftest import eager_outputs, wait_until
 
 REQUESTS = 400
 MALFORMED = [  # (body, what the error names): one of each kind in turn
@@ -33,13 +32,11 @@ def open_files() -> int:
     return len(os.listdir("/proc/self/fd"))
 
 
-def open_files_once_at_most(limit: int, timeout_s: float = 10.0) -> int:
-    """This process's open files once they are `limit` or fewer, else after `timeout_s`: the
+def open_files_once_at_most(limit: int) -> int:
+    """This process's open files once they are `limit` or fewer, else after a while: the
     server's thread closes its end of a connection just after the client has read the answer."""
-    deadline = time.monotonic() + timeout_s
-    while (count := open_files()) > limit and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return count
+    wait_until(lambda: open_files() <= limit)
+    return open_files()
 
 
 def rss_bytes() -> int:

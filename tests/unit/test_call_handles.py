@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 import tensortorrent as tt
-from conftest import ProbeChain, eager_outputs
+from conftest import ProbeChain, eager_outputs, wait_until
 
 ONE_OP_REGIONS = tt.CompileConfig(max_region_nodes=1)
 
@@ -134,10 +134,7 @@ def test_after_a_stall_a_tiered_call_keeps_its_memory_until_its_stuck_region_ret
     if not returned.is_set():  # it still runs: no later call may be admitted into its memory
         assert held != residents
     assert returned.wait(timeout=30)
-    deadline = time.monotonic() + 10
-    while [plane.held(tier) for tier in range(len(residents))] != residents and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert [plane.held(tier) for tier in range(len(residents))] == residents
+    assert wait_until(lambda: [plane.held(tier) for tier in range(len(residents))] == residents)
     hooks.on_probe = None
     torch.testing.assert_close(compiled(x), eager_outputs(chain, (x,)))
 
