@@ -98,10 +98,15 @@ sanitize-thread: $(VENV)/.deps | system-deps
 # safetensors header and JSON reader; a program's spec and its schedule; seeds in
 # cpp/fuzz/corpus/<target>), and atheris on the Python readers (fuzz/<target>_fuzz.py:
 # an artifact's manifest; a checkpoint index; the read-mode cache; seeds in fuzz/corpus).
-# An input that ever broke a target stays in its seeds as found-*.
+# An input that ever broke a target stays in its seeds as found-*. FUZZ_SEED fixes
+# libFuzzer's random seed: `make test` sets it, so that its pass makes the same mutations in
+# the same order on every machine (a find in CI is one a local run makes too); unset, each
+# run draws one.
 FUZZ_SECONDS ?= 60
+FUZZ_SEED ?=
 FUZZ_TARGETS ?= safetensors program
 FUZZ_PYTHON_TARGETS ?= manifest checkpoint_index read_mode_cache
+FUZZ_SEED_FLAG = $(if $(FUZZ_SEED),-seed=$(FUZZ_SEED))
 fuzz: fuzz-native fuzz-python
 
 fuzz-native: $(VENV)/.deps | system-deps
@@ -113,7 +118,7 @@ fuzz-native: $(VENV)/.deps | system-deps
 	@set -e; for target in $(FUZZ_TARGETS); do \
 		mkdir -p build/fuzz/corpus/$$target cpp/fuzz/corpus/$$target; \
 		echo "fuzzing $$target for $(FUZZ_SECONDS) s"; \
-		UBSAN_OPTIONS=print_stacktrace=1 build/fuzz-native/$${target}_fuzz -max_total_time=$(FUZZ_SECONDS) \
+		UBSAN_OPTIONS=print_stacktrace=1 build/fuzz-native/$${target}_fuzz -max_total_time=$(FUZZ_SECONDS) $(FUZZ_SEED_FLAG) \
 			-max_len=4096 -print_final_stats=1 -artifact_prefix=build/fuzz/$$target- \
 			build/fuzz/corpus/$$target cpp/fuzz/corpus/$$target 2>build/fuzz/$$target.log \
 			|| { tail -60 build/fuzz/$$target.log; exit 1; }; \
@@ -124,15 +129,15 @@ fuzz-python: $(VENV)/.built
 	@set -e; for target in $(FUZZ_PYTHON_TARGETS); do \
 		mkdir -p build/fuzz/corpus/$$target; \
 		echo "fuzzing $$target for $(FUZZ_SECONDS) s"; \
-		$(PY) fuzz/$${target}_fuzz.py -max_total_time=$(FUZZ_SECONDS) -max_len=8192 -print_final_stats=1 \
-			-artifact_prefix=build/fuzz/$$target- build/fuzz/corpus/$$target fuzz/corpus/$$target \
+		$(PY) fuzz/$${target}_fuzz.py -max_total_time=$(FUZZ_SECONDS) $(FUZZ_SEED_FLAG) -max_len=8192 \
+			-print_final_stats=1 -artifact_prefix=build/fuzz/$$target- build/fuzz/corpus/$$target fuzz/corpus/$$target \
 			2>build/fuzz/$$target.log || { tail -60 build/fuzz/$$target.log; exit 1; }; \
 		grep -E "^stat::number_of_executed_units|^stat::new_units_added" build/fuzz/$$target.log; \
 	done
 
 # The native and the Python targets side by side, a core each (each target runs for a set time).
 fuzz-short:
-	$(MAKE) -j2 --output-sync=target fuzz FUZZ_SECONDS=30
+	$(MAKE) -j2 --output-sync=target fuzz FUZZ_SECONDS=30 FUZZ_SEED=1
 
 # The benchmarks, suite S1 first, S4 only where torch sees a CUDA GPU; then the tables of docs/benchmarks.md
 # and docs/figures from the results. Their baselines are pyproject.toml's bench extra, installed

@@ -88,9 +88,9 @@ void check_buffer(const ProgramSpec& spec, const Buffer& buffer) {
     }
     const FileSpec& file = spec.files[buffer.file];
     if (buffer.file_offset < 0 || buffer.file_offset > file.bytes - buffer.bytes) {
-      reject(who + ": bytes [" + std::to_string(buffer.file_offset) + ", " +
-             std::to_string(buffer.file_offset + buffer.bytes) + ") lie outside '" + file.path + "' (" +
-             std::to_string(file.bytes) + " bytes)");
+      // Offset and length, not the range's end: their sum may overflow.
+      reject(who + ": " + std::to_string(buffer.bytes) + " bytes at offset " + std::to_string(buffer.file_offset) +
+             " lie outside '" + file.path + "' (" + std::to_string(file.bytes) + " bytes)");
     }
   } else if (on_disk && buffer.lifetime != BufferLifetime::Transient) {
     reject(who + ": a disk buffer is a file range (file >= 0) or a transient spill");

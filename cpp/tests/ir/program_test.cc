@@ -125,6 +125,9 @@ TEST(ProgramTest, RejectsMalformedBuffersTiersAndQueues) {
   auto outside = streamed_layer();
   outside.spec.buffers[0].file_offset = (1 << 20) - 100;
   EXPECT_CONTAINS(rejection(outside.spec), "lie outside 'weights.bin' (1048576 bytes)");
+  auto far = streamed_layer();  // offset + bytes would overflow (found by the fuzzer)
+  far.spec.buffers[0].file_offset = std::numeric_limits<std::int64_t>::max() - 100;
+  EXPECT_CONTAINS(rejection(far.spec), "bytes at offset 9223372036854775707 lie outside 'weights.bin'");
   auto alignment = streamed_layer();
   alignment.spec.buffers[1].alignment = 48;
   EXPECT_CONTAINS(rejection(alignment.spec), "alignment must be a power of two, got 48");
