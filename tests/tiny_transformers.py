@@ -73,6 +73,26 @@ def built(name: str) -> nn.Module:
     return cls(config()).eval()
 
 
+def briefly_trained(name: str, steps: int = 40) -> nn.Module:
+    """One of MODELS trained for `steps` on a task with several likely next tokens per
+    token (0.4, 0.3 and 0.2 for three functions of it, 0.1 for any), in eval mode: its
+    logits have a trained model's margins between the likely tokens, where random weights
+    leave near-ties that any rounding flips."""
+    torch.manual_seed(0)
+    model = built(name).train()
+    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
+    for _ in range(steps):
+        ids = torch.randint(0, VOCAB, (16, 16))
+        pick = torch.rand(ids.shape)
+        likely = torch.where(pick < 0.4, ids * 3 + 1, torch.where(pick < 0.7, ids * 5 + 2, ids * 7 + 3))
+        target = torch.where(pick < 0.9, likely % VOCAB, torch.randint(0, VOCAB, ids.shape))
+        loss = torch.nn.functional.cross_entropy(logits(model(ids)).flatten(0, 1), target.flatten())
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    return model.eval()
+
+
 def saved_model(name: str, directory, sharded: bool):
     """A model with random weights, saved as Hugging Face saves it (tied weights once; with
     `sharded`, an index over several files); returns it in eval mode."""

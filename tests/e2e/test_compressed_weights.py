@@ -15,7 +15,7 @@ import tensortorrent as tt
 from tensortorrent.compression import Int4Linear, Int8Linear, compressed_model
 from tensortorrent.compression.embedding import CompressedEmbedding
 from tensortorrent.planning.fit import weight_bytes
-from tiny_transformers import DECODER, VOCAB, built, logits
+from tiny_transformers import DECODER, VOCAB, briefly_trained, built, logits
 
 INT8 = tt.CompileConfig(weight_format="int8")
 
@@ -44,8 +44,8 @@ def test_compressed_logits_stay_close_to_eager_float32(name, weight_format):
     explained = compiled.explain()
     if weight_format == "int8":
         # Random weights leave some of a tiny model's 128 logits nearly tied, within the int8
-        # steps' noise: its top-1 agreement varies from 0.95 to 1.0 with the seed (bfloat16
-        # weights give 0.98 to 1.0 on the same models); a trained model's margins are wider.
+        # steps' noise: its top-1 agreement varies from 0.95 to 1.0 with the seed. A trained
+        # model's margins are wider: the issue's 0.98 is checked on one (the test below).
         assert top1 >= 0.95
         assert "int8 one scale per output channel" in explained and "[int8]" in explained
         return
@@ -56,6 +56,18 @@ def test_compressed_logits_stay_close_to_eager_float32(name, weight_format):
     assert "int4 in groups of 32" in explained
     # Each region that computes compressed layers says which (here the decoder layers mix both).
     assert "[int4+int8]" in explained if name != "gpt2" else "[int4]" in explained
+
+
+@pytest.mark.parametrize("name", ["gpt2", "llama", "qwen3"])
+def test_int8_logits_agree_with_float32_on_the_top_token_of_a_trained_model(name):
+    model = briefly_trained(name)
+    ids = torch.randint(0, VOCAB, (16, 16))  # random prompts: 256 positions
+    compiled = tt.compile(model, (ids,), INT8, devices="cpu")
+    with torch.no_grad():
+        want = logits(model(ids))
+    cosine, top1 = agreement(logits(compiled(ids)), want)
+    assert cosine >= COSINE["int8"] and top1 >= 0.98
+    assert "top-1 agreement of the logits" in compiled.accuracy_note
 
 
 def test_the_model_given_keeps_its_float_layers_and_the_compiled_one_holds_int8():
@@ -75,7 +87,7 @@ def test_the_model_given_keeps_its_float_layers_and_the_compiled_one_holds_int8(
     assert f"accuracy {accuracy}" in compiled.explain()
 
 
-def test_int8_greedy_generation_equals_the_int8_model_run_eagerly():
+def test_int8_greedy_generation_equals_the_int8_model_run_eagerly(tmp_path):
     torch.manual_seed(0)
     model = built("qwen3")
     generative = tt.compile_for_generation(
@@ -83,8 +95,16 @@ def test_int8_greedy_generation_equals_the_int8_model_run_eagerly():
     )
     ids, mask = left_padded(PROMPTS)
     ours = generative.generate(ids, mask, max_new_tokens=10, eos_token_id=STOP, pad_token_id=0)
-    assert "int8 one scale per output channel" in generative.explain()
+    explained = generative.explain()
+    assert "int8 one scale per output channel" in explained
+    # Measured at compile: the int8 model against the float one on random prompts of the longest bucket.
+    accuracy = "accuracy against the float weights on random prompts of 4 tokens: largest difference"
+    assert accuracy in explained and "top-1 agreement of the logits" in explained
+    generative.save(tmp_path / "g")
     generative.close()
+    loaded = tt.load_compiled(tmp_path / "g")
+    assert accuracy in loaded.explain()
+    loaded.close()
     eager = compressed_model(model, "int8")  # the same int8 values and kernels, eagerly
     torch.testing.assert_close(ours, hugging_face(eager, ids, mask, max_new_tokens=10), rtol=0, atol=0)
 

@@ -6,12 +6,15 @@ import torch
 import torch.utils._pytree as pytree
 from torch import nn
 
+# A compile with weight_format reads a compressed checkpoint (tt.quantize_checkpoint's).
+NOT_MEASURED_FROM_CHECKPOINT = "not measured: a compressed checkpoint holds no float weights to compare with"
 
-def measured_accuracy(compiled, model: nn.Module, args: tuple, kwargs: dict) -> str:
+
+def measured_accuracy(compiled, model: nn.Module, args: tuple, kwargs: dict, inputs: str = "the example inputs") -> str:
     """explain()'s line comparing `compiled` (compressed) with the float `model`, run
-    eagerly, on the example inputs: the largest difference, the cosine of all floating
-    outputs, and where the output has logits (a language model's), how often their top
-    token agrees."""
+    eagerly, on `args` and `kwargs` (described as `inputs`): the largest difference, the
+    cosine of all floating outputs, and where the output has logits (a language model's),
+    how often their top token agrees."""
     with torch.no_grad():
         want = model(*args, **kwargs)
     got = compiled(*args, **kwargs)
@@ -25,7 +28,7 @@ def measured_accuracy(compiled, model: nn.Module, args: tuple, kwargs: dict) -> 
     got_all, want_all = torch.cat([g for g, _ in pairs]), torch.cat([w for _, w in pairs])
     largest = (got_all - want_all).abs().max().item()
     cosine = torch.nn.functional.cosine_similarity(got_all, want_all, dim=0).item()
-    text = f"against the float weights on the example inputs: largest difference {largest:.3g}, cosine {cosine:.6f}"
+    text = f"against the float weights on {inputs}: largest difference {largest:.3g}, cosine {cosine:.6f}"
     logits_of = _logits(got), _logits(want)
     if all(isinstance(x, torch.Tensor) for x in logits_of):
         agree = (logits_of[0].argmax(-1) == logits_of[1].argmax(-1)).double().mean().item()

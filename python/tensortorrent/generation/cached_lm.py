@@ -28,7 +28,7 @@ class CachedLM(nn.Module):
     def __init__(self, model: nn.Module, batch_size: int, max_length: int) -> None:
         super().__init__()
         static_cache = _static_cache_class()
-        config = _text_config(model)
+        config = text_config(model)
         self.model = model
         self.max_length = max_length
         self.batch_size = batch_size
@@ -113,7 +113,7 @@ def _static_cache_class():
     return StaticCache
 
 
-def _text_config(model: nn.Module):
+def text_config(model: nn.Module):
     config = getattr(model, "config", None)
     if config is None:
         raise InvalidArgumentError(

@@ -8,6 +8,7 @@ import torch
 from torch import nn
 
 from ..api import compile_on_target
+from ..compression.accuracy import NOT_MEASURED_FROM_CHECKPOINT, measured_accuracy
 from ..compression.checkpoint import compressed_for
 from ..config import CompileConfig
 from ..errors import InvalidArgumentError
@@ -16,7 +17,7 @@ from ..hardware.virtual import VirtualDevice
 from ..runtime import CompiledModule
 from ..storage.checkpoint import open_checkpoint
 from ..target import resolve_target
-from .cached_lm import FEATURE, CachedLM
+from .cached_lm import FEATURE, CachedLM, text_config
 from .module import DECODE, GenerativeModule
 from .shared_residents import build_sharing_residents
 from .spec import GenerationSpec
@@ -60,6 +61,9 @@ def compile_for_generation(
         return compile_checkpoint_on_target(lm, example, {}, config, files, target, shared=shared)
 
     programs, shared_bytes = build_sharing_residents([DECODE, *lengths], build)
+    if config.weight_format is not None:
+        # Kept with the decode program: its artifact's manifest carries it, and explain() says it.
+        programs[DECODE].accuracy_note = _accuracy(model, lm, max(lengths), files is not None)
     settings = getattr(model, "generation_config", None)
     spec = GenerationSpec(
         model_name=type(model).__qualname__,
@@ -72,6 +76,20 @@ def compile_for_generation(
         ram_budget_bytes=config.ram_budget_bytes,
     )
     return GenerativeModule(spec, programs, shared_bytes)
+
+
+def _accuracy(model: nn.Module, lm: CachedLM, length: int, from_checkpoint: bool) -> str:
+    """The compressed model against the float one on random prompts of the longest bucket
+    (at most 64 tokens), both run eagerly: the programs compute what the compressed model
+    does through the same kernels."""
+    if from_checkpoint:
+        return NOT_MEASURED_FROM_CHECKPOINT
+    length = min(length, 64)
+    ids = torch.randint(
+        0, text_config(model).vocab_size, (lm.batch_size, length), generator=torch.Generator().manual_seed(0)
+    )
+    with torch.no_grad():
+        return measured_accuracy(lm.model, model, (), {"input_ids": ids}, f"random prompts of {length} tokens")
 
 
 def _example(lm: CachedLM, length: int) -> tuple:

@@ -215,6 +215,8 @@ class GenerativeModule:
         compressed = weight_format_summary(decode.artifact_parts().program.bound)
         if compressed:
             lines.append(f"Weights: {compressed}")
+            if decode.accuracy_note:
+                lines.append(f"  accuracy {decode.accuracy_note}")
         if any(program.streams_weights for program in self._programs.values()):
             budget = self._spec.ram_budget_bytes
             within = f" within the RAM budget of {format_bytes(budget)}" if budget is not None else ""
