@@ -144,7 +144,7 @@ fuzz-short:
 # first as plain packages (torch stays as it is). QUICK=1 runs every script with --quick (small
 # and short: a smoke test, not a measurement), its results under build/bench-quick, so that
 # bench/results keeps full runs only. A suite that fails is reported and the others still run.
-BENCH_SUITES := s1_fit compile_time overhead artifact_load planner streaming train_step pipeline serve_load generate compressed
+BENCH_SUITES := s1_fit compile_time overhead artifact_load planner streaming train_step pipeline serve_load generate compressed weight_only_kernels
 bench: $(VENV)/.built
 	$(PY) -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["bench"]))' \
 		| xargs -d '\n' $(PY) -m pip install -q

@@ -304,7 +304,24 @@ def compressed(data: dict) -> None:
             items(field(result, "forward_s", "list", path), "number", f"{path}.forward_s")
 
 
-SUITES = {"S1": s1, "S2": s2, "S3": s3, "compile_time": compile_time, "generate": generate, "compressed": compressed}
+def weight_only_kernels(data: dict) -> None:
+    """One layer's milliseconds per product, per row count and system."""
+    field(data, "torchao", "str", "$")
+    items(field(data, "layer", "list", "$"), "int", "$.layer")
+    for rows, figures in field(data, "ms_per_product", "object", "$").items():
+        for name in figures:
+            field(figures, name, "number", f"$.ms_per_product.{rows}")
+
+
+SUITES = {
+    "S1": s1,
+    "S2": s2,
+    "S3": s3,
+    "compile_time": compile_time,
+    "generate": generate,
+    "compressed": compressed,
+    "weight_only_kernels": weight_only_kernels,
+}
 # The older benchmarks name themselves by "benchmark" only; S1 also writes "suite".
 BENCHMARK_SUITES = {"s1_fit": "S1", "streaming": "S2", "planner": "S3"}
 

@@ -9,7 +9,7 @@ The protocol (../shared/BENCHMARKS.md) has every table generated from the result
 never typed: each table names the machine, commit, date and mode its numbers come from,
 and a system that failed or is missing stays in the table with its error. Each suite's
 tables are drawn by its own module (tables_s1.py, tables_s2.py, tables_s3.py,
-tables_compile.py, tables_generate.py, tables_compressed.py, and the README's
+tables_compile.py, tables_generate.py, tables_compressed.py, tables_kernels.py, and the README's
 tables_headline.py, sharing table_format.py); this one loads the results and writes the
 blocks.
 """
@@ -27,6 +27,7 @@ import tables_compile
 import tables_compressed
 import tables_generate
 import tables_headline
+import tables_kernels
 import tables_s1
 import tables_s2
 import tables_s3
@@ -58,6 +59,12 @@ SUITES = (
     Suite("compile_time", "compile_time", tables_compile.TITLE, ".venv/bin/python bench/compile_time.py"),
     Suite("generate", "generate", tables_generate.TITLE, ".venv/bin/python bench/generate.py"),
     Suite("compressed", "compressed", tables_compressed.TITLE, ".venv/bin/python bench/compressed.py"),
+    Suite(
+        "weight_only_kernels",
+        "weight_only_kernels",
+        tables_kernels.TITLE,
+        ".venv/bin/python bench/weight_only_kernels.py",
+    ),
 )
 # Figures in the order the page shows them: file name, alt text.
 FIGURES = (
@@ -84,6 +91,7 @@ RENDERERS = {
     "S3": tables_s3.render_s3,
     "generate": tables_generate.render,
     "compressed": tables_compressed.render,
+    "weight_only_kernels": tables_kernels.render,
 }
 
 

@@ -94,6 +94,22 @@ def test_compressed_benchmark_quick_run_and_its_table(tmp_path):
     assert "### Compressed weights" in tables_compressed.render(results)
 
 
+def test_weight_only_kernels_quick_run_and_its_table(tmp_path):
+    results = run_quick("weight_only_kernels.py", tmp_path / "kernels.json")
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        import results_schema
+        import tables_kernels
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    results_schema.validate(results)
+    assert results["suite"] == "weight_only_kernels" and results["mode"] == "quick"
+    for figures in results["ms_per_product"].values():
+        assert {"float32", "tensortorrent int8", "tensortorrent int4"} <= set(figures)
+        assert all(ms > 0 for ms in figures.values())
+    assert "### Weight-only kernels" in tables_kernels.render(results)
+
+
 def test_gpu_suite_quick_run_on_the_cpu(tmp_path):
     # The device check's code paths at small sizes on the CPU: no GPU figure, no timing asserted.
     results = run_quick("s4_gpu.py", tmp_path / "s4.json", "--device", "cpu", "--samples", "1")
