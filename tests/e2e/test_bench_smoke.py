@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import json
 import shutil
@@ -26,16 +27,21 @@ def run_quick(script: str, out: Path, *extra: str) -> dict:
     return json.loads(out.read_text())
 
 
+def bench_module(name: str):
+    """bench/NAME.py, imported as the bench scripts import each other: by bare name."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+
+
 # The slowest first: pytest-xdist hands a worker its next test file when two tests of
 # this one are left, and that file waits behind them.
 def test_generate_benchmark_quick_run_and_its_table(tmp_path):
     results = run_quick("generate.py", tmp_path / "generate.json")
-    sys.path.insert(0, str(ROOT / "bench"))
-    try:
-        import results_schema
-        import tables_generate
-    finally:
-        sys.path.remove(str(ROOT / "bench"))
+    results_schema = bench_module("results_schema")
+    tables_generate = bench_module("tables_generate")
     results_schema.validate(results)
     assert "| weights in RAM | TensorTorrent |" in tables_generate.render(results)
     assert results["mode"] == "quick" and results["workload"]["new_tokens"] > 1
@@ -73,12 +79,8 @@ def test_streaming_benchmark_quick_run(tmp_path):
 
 def test_compressed_benchmark_quick_run_and_its_table(tmp_path):
     results = run_quick("compressed.py", tmp_path / "compressed.json", "--dir", str(tmp_path), "--workloads", "mlp")
-    sys.path.insert(0, str(ROOT / "bench"))
-    try:
-        import results_schema
-        import tables_compressed
-    finally:
-        sys.path.remove(str(ROOT / "bench"))
+    results_schema = bench_module("results_schema")
+    tables_compressed = bench_module("tables_compressed")
     results_schema.validate(results)
     assert results["suite"] == "compressed" and results["mode"] == "quick"
     (workload,) = results["workloads"]
@@ -96,12 +98,8 @@ def test_compressed_benchmark_quick_run_and_its_table(tmp_path):
 
 def test_weight_only_kernels_quick_run_and_its_table(tmp_path):
     results = run_quick("weight_only_kernels.py", tmp_path / "kernels.json")
-    sys.path.insert(0, str(ROOT / "bench"))
-    try:
-        import results_schema
-        import tables_kernels
-    finally:
-        sys.path.remove(str(ROOT / "bench"))
+    results_schema = bench_module("results_schema")
+    tables_kernels = bench_module("tables_kernels")
     results_schema.validate(results)
     assert results["suite"] == "weight_only_kernels" and results["mode"] == "quick"
     for figures in results["ms_per_product"].values():
@@ -165,12 +163,8 @@ def test_overhead_benchmark_quick_run(tmp_path):
 
 def test_compile_time_benchmark_quick_run_and_its_table(tmp_path):
     results = run_quick("compile_time.py", tmp_path / "compile_time.json", "--workloads", "gpt2_small")
-    sys.path.insert(0, str(ROOT / "bench"))
-    try:
-        import results_schema
-        import tables_compile
-    finally:
-        sys.path.remove(str(ROOT / "bench"))
+    results_schema = bench_module("results_schema")
+    tables_compile = bench_module("tables_compile")
     results_schema.validate(results)
     assert results["mode"] == "quick" and list(results["workloads"]) == ["gpt2_small"]
     gpt2 = results["workloads"]["gpt2_small"]
