@@ -87,6 +87,15 @@ def test_the_model_given_keeps_its_float_layers_and_the_compiled_one_holds_int8(
     assert f"accuracy {accuracy}" in compiled.explain()
 
 
+def test_accuracy_compares_with_the_float_model_in_eval_mode_and_leaves_its_flags():
+    torch.manual_seed(0)
+    model = built("gpt2").train()  # dropout on: its own outputs would be noise
+    ids = torch.randint(0, VOCAB, (4, 16))
+    compiled = tt.compile(model, (ids,), INT8, devices="cpu")
+    assert "cosine 0.999" in compiled.accuracy_note
+    assert all(module.training for module in model.modules())
+
+
 def test_int8_greedy_generation_equals_the_int8_model_run_eagerly(tmp_path):
     torch.manual_seed(0)
     model = built("qwen3")

@@ -6,16 +6,18 @@ import torch
 import torch.utils._pytree as pytree
 from torch import nn
 
+from ..capture.export import eval_mode
+
 # A compile with weight_format reads a compressed checkpoint (tt.quantize_checkpoint's).
 NOT_MEASURED_FROM_CHECKPOINT = "not measured: a compressed checkpoint holds no float weights to compare with"
 
 
 def measured_accuracy(compiled, model: nn.Module, args: tuple, kwargs: dict, inputs: str = "the example inputs") -> str:
     """explain()'s line comparing `compiled` (compressed) with the float `model`, run
-    eagerly, on `args` and `kwargs` (described as `inputs`): the largest difference, the
+    eagerly in eval mode, on `args` and `kwargs` (described as `inputs`): the largest difference, the
     cosine of all floating outputs, and where the output has logits (a language model's),
     how often their top token agrees."""
-    with torch.no_grad():
+    with torch.no_grad(), eval_mode(model):  # compiled modules compute eval mode's outputs
         want = model(*args, **kwargs)
     got = compiled(*args, **kwargs)
     pairs = [

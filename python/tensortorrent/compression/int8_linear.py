@@ -6,9 +6,9 @@ at a quarter of float32's bytes. They are turned back into products only where t
 product computes, by the `tensortorrent::int8_linear` op: on the CPU torch's
 weight-only kernel (aten._weight_int8pack_mm, which computes in bfloat16 there: its
 float32 kernel runs about 10x slower on the hosts measured; the scales are applied after
-it, in their own dtype), elsewhere the int8 values
-converted to the input's dtype on the device, the scales applied to the product's
-output. Export keeps the op whole, so every region that computes a layer calls it.
+it, in their own dtype), elsewhere the int8 values converted to the input's dtype on the
+device, the scales applied to the product's output. Export keeps the op whole, so every
+region that computes a layer calls it.
 """
 
 from __future__ import annotations
