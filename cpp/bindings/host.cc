@@ -42,6 +42,7 @@ std::string repr(const CgroupLimits& g) {
   return "CgroupLimits(version=" + std::to_string(g.version) + ", memory_max_bytes=" +
          optional_text(g.memory_max_bytes) + ", memory_high_bytes=" + optional_text(g.memory_high_bytes) +
          ", memory_current_bytes=" + optional_text(g.memory_current_bytes) +
+         ", memory_inactive_file_bytes=" + optional_text(g.memory_inactive_file_bytes) +
          ", cpu_quota_cores=" + optional_text(g.cpu_quota_cores) + ", memory_path='" + g.memory_path +
          "', cpu_path='" + g.cpu_path + "')";
 }
@@ -98,6 +99,7 @@ void bind_host(nb::module_& m) {
       .def_ro("memory_max_bytes", &CgroupLimits::memory_max_bytes)
       .def_ro("memory_high_bytes", &CgroupLimits::memory_high_bytes)
       .def_ro("memory_current_bytes", &CgroupLimits::memory_current_bytes)
+      .def_ro("memory_inactive_file_bytes", &CgroupLimits::memory_inactive_file_bytes)
       .def_ro("cpu_quota_cores", &CgroupLimits::cpu_quota_cores)
       .def_ro("memory_path", &CgroupLimits::memory_path)
       .def_ro("cpu_path", &CgroupLimits::cpu_path);

@@ -63,6 +63,17 @@ def test_v2_memory_high_below_max_binds(tmp_path):
     assert budget.source == "cgroup" and budget.amount == GiB - reserve(GiB)
 
 
+def test_inactive_file_cache_in_a_full_cgroup_is_not_counted_as_in_use(tmp_path):
+    # A cgroup that streamed files is at its limit, most of it cache the kernel drops first.
+    stat = f"anon {256 * MiB}\nactive_file {256 * MiB}\ninactive_file {512 * MiB}"
+    files = {"job/memory.max": str(GiB), "job/memory.current": str(GiB), "job/memory.stat": stat}
+    host = fake_host(tmp_path, version=2, files=files)
+    budget = ram(host)
+    assert budget.amount == 512 * MiB - reserve(512 * MiB)
+    assert "less 536870912 in use" in budget.detail and "inactive file cache of 536870912 bytes" in budget.detail
+    assert budget.raw["memory_current"] == GiB and budget.raw["inactive_file"] == 512 * MiB
+
+
 def test_usage_above_the_limit_clamps_at_zero(tmp_path):
     files = {"job/memory.max": str(GiB), "job/memory.current": str(2 * GiB)}
     budget = ram(fake_host(tmp_path, version=2, files=files))

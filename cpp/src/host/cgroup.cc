@@ -88,6 +88,24 @@ std::optional<std::int64_t> read_count(const std::string& file) {
   return value;
 }
 
+// One field of a memory.stat file ("KEY VALUE" per line), nullopt when the file or the key
+// is missing.
+std::optional<std::int64_t> read_stat_field(const std::string& file, std::string_view key) {
+  const std::optional<std::string> text = read_text_file_if_exists(file);
+  if (!text) return std::nullopt;
+  for (const std::string& line : split(*text, '\n')) {
+    const std::vector<std::string> fields = split(trim(line), ' ');
+    if (fields.size() != 2 || fields[0] != key) continue;
+    const std::int64_t value = parse_int64(fields[1], file);
+    if (value < 0) {
+      throw Error(ErrorCode::InvalidArgument, "'" + file + "': expected a non-negative " + std::string(key) +
+                                                  ", found '" + fields[1] + "'");
+    }
+    return value;
+  }
+  return std::nullopt;
+}
+
 // v2 memory.max / memory.high: "max" or a byte count.
 std::optional<std::int64_t> read_v2_memory_limit(const std::string& file) {
   const std::optional<std::string> text = read_text_file_if_exists(file);
@@ -158,6 +176,7 @@ CgroupLimits probe_v2(const std::string& root, std::string_view cgroup_path) {
     limits.cpu_quota_cores = tighter(limits.cpu_quota_cores, read_v2_cpu_max(join_path(directory, "cpu.max")));
   }
   limits.memory_current_bytes = read_count(join_path(directories.front(), "memory.current"));
+  limits.memory_inactive_file_bytes = read_stat_field(join_path(directories.front(), "memory.stat"), "inactive_file");
   return limits;
 }
 
@@ -187,6 +206,9 @@ void read_v1_memory(const std::string& mount, std::string_view cgroup_path, Cgro
         tighter(limits.memory_max_bytes, read_v1_memory_limit(join_path(directory, "memory.limit_in_bytes")));
   }
   limits.memory_current_bytes = read_count(join_path(directories.front(), "memory.usage_in_bytes"));
+  // usage_in_bytes counts the cgroup's descendants too: so do the "total_" fields.
+  limits.memory_inactive_file_bytes =
+      read_stat_field(join_path(directories.front(), "memory.stat"), "total_inactive_file");
 }
 
 void read_v1_cpu(const std::string& mount, std::string_view cgroup_path, CgroupLimits& limits) {

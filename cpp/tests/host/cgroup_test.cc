@@ -85,6 +85,37 @@ TEST(CgroupV2Test, UsageAboveLimitIsReportedAsRead) {
   EXPECT_EQ(limits.memory_current_bytes, 5000);
 }
 
+TEST(CgroupV2Test, ReadsTheInactiveFileCacheFromMemoryStat) {
+  FakeTree tree;
+  make_v2(tree);
+  tree.write("cgroup/app/worker/memory.current", "9000\n");
+  tree.write("cgroup/app/worker/memory.stat", "anon 1000\nfile 8000\nactive_file 2000\ninactive_file 6000\n");
+  const CgroupLimits limits = probe_cgroup(tree.roots());
+  EXPECT_EQ(limits.memory_inactive_file_bytes, 6000);
+}
+
+TEST(CgroupV2Test, NoMemoryStatOrNoFieldReportsNoInactiveFileCache) {
+  FakeTree tree;
+  make_v2(tree);
+  EXPECT_FALSE(probe_cgroup(tree.roots()).memory_inactive_file_bytes);
+  tree.write("cgroup/app/worker/memory.stat", "anon 1000\n");
+  EXPECT_FALSE(probe_cgroup(tree.roots()).memory_inactive_file_bytes);
+}
+
+TEST(CgroupV2Test, MalformedMemoryStatNamesTheFileAndTheText) {
+  FakeTree tree;
+  make_v2(tree);
+  tree.write("cgroup/app/worker/memory.stat", "inactive_file lots\n");
+  try {
+    probe_cgroup(tree.roots());
+    FAIL() << "expected an error";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.code(), ErrorCode::InvalidArgument);
+    EXPECT_NE(std::string(error.what()).find("memory.stat"), std::string::npos);
+    EXPECT_NE(std::string(error.what()).find("lots"), std::string::npos);
+  }
+}
+
 TEST(CgroupV2Test, HybridHostWithoutV2RootIsNotV2) {
   FakeTree tree;
   tree.write("proc/self/cgroup", "0::/\n");  // cgroup2 mounted elsewhere: no cgroup.controllers
@@ -130,6 +161,14 @@ TEST(CgroupV1Test, PageRoundedLongMaxAndQuotaMinusOneAreUnlimited) {
   EXPECT_FALSE(limits.memory_max_bytes);
   EXPECT_FALSE(limits.cpu_quota_cores);
   EXPECT_EQ(limits.cpu_path, tree.path("cgroup/cpu/docker/abc"));
+}
+
+TEST(CgroupV1Test, InactiveFileCacheCountsTheDescendantsAsUsageDoes) {
+  FakeTree tree;
+  make_v1(tree);
+  tree.write("cgroup/memory/docker/abc/memory.usage_in_bytes", "9000\n");
+  tree.write("cgroup/memory/docker/abc/memory.stat", "inactive_file 10\ntotal_inactive_file 6000\n");
+  EXPECT_EQ(probe_cgroup(tree.roots()).memory_inactive_file_bytes, 6000);
 }
 
 TEST(CgroupV1Test, UsageAboveLimitIsReportedAsRead) {

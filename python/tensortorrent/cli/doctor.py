@@ -16,7 +16,7 @@ from ..backends import backends, plugin_problems
 from ..config import CompileConfig
 from ..files import nearest_existing, write_text_atomically
 from ..hardware import discover_devices, hardware_fingerprint, resolve_budgets
-from ..hardware.budgets import spill_root
+from ..hardware.budgets import cgroup_memory_in_use, spill_root
 from ..hardware.devices import absent_kinds, measure_host_to_device_bandwidth
 from ..hardware.host import probe
 from ..storage.read_mode_cache import cached_read_modes
@@ -48,7 +48,7 @@ def report(measure_bandwidth: bool = True, measure_h2d: bool = False) -> dict[st
     cgroup = host.cgroup
     limit = min((v for v in (cgroup.memory_max_bytes, cgroup.memory_high_bytes) if v is not None), default=None)
     if limit is not None:
-        used = cgroup.memory_current_bytes or 0
+        used = cgroup_memory_in_use(cgroup)
         checks.append(_check("cgroup memory", used < limit, f"{format_bytes(used)} used of {format_bytes(limit)}"))
     return {
         "tensortorrent": __version__,
@@ -121,6 +121,7 @@ def _host_json(host) -> dict[str, Any]:
             "memory_max_bytes": cgroup.memory_max_bytes,
             "memory_high_bytes": cgroup.memory_high_bytes,
             "memory_current_bytes": cgroup.memory_current_bytes,
+            "memory_inactive_file_bytes": cgroup.memory_inactive_file_bytes,
             "cpu_quota_cores": cgroup.cpu_quota_cores,
             "memory_path": cgroup.memory_path,
             "cpu_path": cgroup.cpu_path,

@@ -93,6 +93,15 @@ def _less_reserve(tier: str, figure: int, source: str, detail: str, raw: dict[st
     return Budget(tier, max(0, figure - kept), source, f"{detail}, less a reserve of {kept} bytes", raw)
 
 
+def cgroup_memory_in_use(cgroup) -> int:
+    """What the cgroup's usage counts less its inactive file cache: the working set, as
+    container runtimes count it. A cgroup that read or wrote much is full of cache up to
+    its limit, and the kernel drops that cache before it would kill anything, so usage
+    alone would leave a plan no room at all."""
+    usage = int(cgroup.memory_current_bytes or 0)
+    return max(0, usage - int(cgroup.memory_inactive_file_bytes or 0))
+
+
 def _ram(config: CompileConfig, host) -> Budget:
     explicit = _explicit("ram", config.ram_budget_bytes, "ram_budget_bytes", "TT_RAM_BUDGET_BYTES")
     if explicit:
@@ -101,17 +110,20 @@ def _ram(config: CompileConfig, host) -> Budget:
     raw: dict[str, Any] = {"MemTotal": int(host.memory.total_bytes), "MemAvailable": os_available}
     limits = [v for v in (cgroup.memory_max_bytes, cgroup.memory_high_bytes) if v is not None]
     if limits:
-        usage = int(cgroup.memory_current_bytes or 0)
-        in_cgroup = max(0, min(limits) - usage)  # usage above the limit leaves nothing, not less
+        in_use = cgroup_memory_in_use(cgroup)
+        in_cgroup = max(0, min(limits) - in_use)  # usage above the limit leaves nothing, not less
         raw.update(
             cgroup_version=cgroup.version,
             memory_max=cgroup.memory_max_bytes,
             memory_high=cgroup.memory_high_bytes,
-            memory_current=usage,
+            memory_current=cgroup.memory_current_bytes,
+            inactive_file=cgroup.memory_inactive_file_bytes,
             cgroup_path=cgroup.memory_path,
         )
         if in_cgroup <= os_available:
-            detail = f"cgroup v{cgroup.version} limit {min(limits)} bytes less {usage} in use ({cgroup.memory_path})"
+            detail = f"cgroup v{cgroup.version} limit {min(limits)} bytes less {in_use} in use ({cgroup.memory_path})"
+            if cgroup.memory_inactive_file_bytes:
+                detail += f", inactive file cache of {cgroup.memory_inactive_file_bytes} bytes not counted"
             return _less_reserve("ram", in_cgroup, "cgroup", detail, raw)
     return _less_reserve("ram", os_available, "os", f"MemAvailable {os_available} bytes", raw)
 

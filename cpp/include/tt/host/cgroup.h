@@ -16,6 +16,10 @@ struct CgroupLimits {
   std::optional<std::int64_t> memory_max_bytes;     // hard limit: tightest of leaf and ancestors
   std::optional<std::int64_t> memory_high_bytes;    // v2 throttling threshold, tightest level
   std::optional<std::int64_t> memory_current_bytes; // usage of the process's own cgroup
+  // Of that usage, file cache on the inactive list: the kernel reclaims it before it would
+  // kill anything, so a cgroup filled to its limit by cache still has room. What is in
+  // use, as container runtimes count it (the working set), is current less this.
+  std::optional<std::int64_t> memory_inactive_file_bytes;
   std::optional<double> cpu_quota_cores;            // quota / period, tightest level
   std::string memory_path;                          // directory memory files were read from
   std::string cpu_path;                             // directory cpu files were read from
