@@ -1,5 +1,5 @@
 """Tiny Hugging Face models built from configs (random weights, nothing downloaded): GPT-2,
-Llama and Qwen3, saved as Hugging Face saves them, and their meta-device twins; BERT, ViT
+Llama, Qwen3 and Qwen3-MoE, saved as Hugging Face saves them, and their meta-device twins; BERT, ViT
 and ResNet."""
 
 from __future__ import annotations
@@ -36,10 +36,17 @@ def qwen3_config():
     return transformers.Qwen3Config(head_dim=16, **DECODER)
 
 
+def qwen3_moe_config():
+    """A mixture of 4 experts, 2 per token, stacked as transformers keeps them."""
+    moe = dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32)
+    return transformers.Qwen3MoeConfig(head_dim=16, **DECODER, **moe)
+
+
 MODELS = {
     "gpt2": (transformers.GPT2LMHeadModel, gpt2_config),
     "llama": (transformers.LlamaForCausalLM, llama_config),
     "qwen3": (transformers.Qwen3ForCausalLM, qwen3_config),
+    "qwen3_moe": (transformers.Qwen3MoeForCausalLM, qwen3_moe_config),
 }
 
 

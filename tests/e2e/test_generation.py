@@ -14,8 +14,9 @@ from e2e.test_peaks import simulated_peaks
 import tensortorrent as tt
 from conftest import wait_until
 from tensortorrent import core
+from tensortorrent.compression import compressed_model
 from tensortorrent.planning.fit import weight_bytes
-from tiny_transformers import DECODER, VOCAB, built, meta_model, saved_model
+from tiny_transformers import DECODER, VOCAB, built, meta_model, qwen3_moe_config, saved_model
 
 MAX_LENGTH, BATCH = 24, 3
 PROMPTS = [[5, 6, 7, 8, 9], [11, 12], [20, 21, 22, 23, 24, 25, 26]]  # 7 tokens: chunks of 4, 2 and 1
@@ -276,11 +277,10 @@ def test_on_a_device_with_memory_of_its_own_the_programs_share_one_copy_and_the_
     generative.close()
 
 
-MOE = dict(head_dim=16, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32)
 MORE_DECODERS = {
     "mistral": lambda: transformers.MistralForCausalLM(transformers.MistralConfig(**DECODER)),
     "phi3": lambda: transformers.Phi3ForCausalLM(transformers.Phi3Config(**DECODER, pad_token_id=0)),
-    "qwen3_moe": lambda: transformers.Qwen3MoeForCausalLM(transformers.Qwen3MoeConfig(**DECODER, **MOE)),
+    "qwen3_moe": lambda: transformers.Qwen3MoeForCausalLM(qwen3_moe_config()),
 }
 
 
@@ -304,11 +304,13 @@ def test_a_checkpoint_with_one_expert_per_tensor_is_refused_with_what_to_do_inst
         tt.compile_for_generation(meta, max_length=16, checkpoint=str(tmp_path), devices="cpu")
 
 
-def test_a_mixture_of_experts_under_half_its_weights_maps_its_experts_and_reads_those_a_token_uses():
+@pytest.mark.parametrize("weight_format", [None, "int8"])
+def test_a_mixture_of_experts_under_half_its_weights_maps_its_experts_and_reads_those_a_token_uses(weight_format):
     torch.manual_seed(0)
     model = MORE_DECODERS["qwen3_moe"]().eval()
-    weights = weight_bytes(model)
-    config = tt.CompileConfig(ram_budget_bytes=weights // 2)
+    held = compressed_model(model, weight_format)  # int8: its experts too (compression/int8_experts.py)
+    weights = weight_bytes(held)
+    config = tt.CompileConfig(ram_budget_bytes=weights // 2, weight_format=weight_format)
     generative = tt.compile_for_generation(
         model, max_length=16, batch_size=1, prompt_buckets=[4], config=config, devices="cpu"
     )
@@ -316,8 +318,8 @@ def test_a_mixture_of_experts_under_half_its_weights_maps_its_experts_and_reads_
     assert "Mapped from disk" in explained and "experts.gate_up_proj" in explained
     ids, mask = left_padded(PROMPTS[:1])
     out = generative.generate(ids, mask, max_new_tokens=6, eos_token_id=STOP, pad_token_id=0)
-    torch.testing.assert_close(out, hugging_face(model, ids, mask, max_new_tokens=6), rtol=0, atol=0)
+    torch.testing.assert_close(out, hugging_face(held, ids, mask, max_new_tokens=6), rtol=0, atol=0)
     # A decode step reads none of the experts: the 2 of 4 a token uses come through the mapping.
-    experts = sum(p.nbytes for name, p in model.named_parameters() if ".experts." in name)
+    experts = sum(p.nbytes for name, p in held.named_parameters() if ".experts." in name)
     assert generative.programs[1].last_report.bytes_read <= weights - generative.shared_weight_bytes - experts
     generative.close()

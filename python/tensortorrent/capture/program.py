@@ -163,12 +163,14 @@ def normalize(exported: torch.export.ExportedProgram) -> NormalizedProgram:
 
 
 def _gathering_ops() -> dict:
-    """Op -> the argument it gathers from. transformers registers its grouped matmul
-    fallback (one matmul per expert that has tokens) as an op of its own."""
-    ops = {aten.embedding.default: 0, aten._grouped_mm.default: 1}
+    """Op -> the arguments it gathers from. transformers registers its grouped matmul
+    fallback (one matmul per expert that has tokens) as an op of its own; our int8
+    experts' op (compression/int8_experts.py) reads the values and scales of those."""
+    ops = {aten.embedding.default: (0,), aten._grouped_mm.default: (1,)}
     fallback = getattr(getattr(torch.ops, "transformers", None), "grouped_mm_fallback", None)
     if fallback is not None:
-        ops[fallback.default] = 1
+        ops[fallback.default] = (1,)
+    ops[torch.ops.tensortorrent.int8_grouped_linear.default] = (1, 2)
     return ops
 
 
@@ -177,14 +179,14 @@ VIEWS = {aten.transpose.int, aten.permute.default, aten.t.default, aten.view.def
 
 def _only_gathered(node: fx.Node, gathering: dict) -> bool:
     """Whether every use of `node`, through views of it, gathers from it (`gathering`: op ->
-    the argument it gathers from)."""
+    the arguments it gathers from)."""
     for user in node.users:
         if user.target in VIEWS and user.args[0] is node:
             if not user.users or not _only_gathered(user, gathering):
                 return False
-        elif not (user.target in gathering and len(user.args) > gathering[user.target]):
+        elif user.target not in gathering:
             return False
-        elif user.args[gathering[user.target]] is not node:
+        elif not any(len(user.args) > i and user.args[i] is node for i in gathering[user.target]):
             return False
     return True
 

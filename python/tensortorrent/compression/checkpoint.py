@@ -3,8 +3,9 @@
 A model too large for RAM cannot be loaded to be compressed, so the checkpoint is read
 tensor by tensor (holding the largest one and its compressed copy at most) and written
 as the checkpoint of the model's compressed copy (compression/model.py): each linear
-layer's and embedding's `weight` (int8, or packed int4) and its `weight_scale`, every other tensor as it
-was, under the model's own names. A later compile of the model (on the meta device)
+layer's and embedding's `weight` (int8, or packed int4) and its `weight_scale`, each of a
+mixture's stacked expert projections (int8) and its scales under the name with
+"_scale", every other tensor as it was, under the model's own names. A later compile of the model (on the meta device)
 with the same CompileConfig weight_format (and group_size) and checkpoint= that folder
 reads the compressed values in place. The folder also holds `quantization.json` (what wrote it, in which format
 version) and the source's `config.json` where it had one.
@@ -28,7 +29,8 @@ from ..storage.checkpoint import Checkpoint, as_path, open_checkpoint, read_tens
 from ..storage.name_matching import match_checkpoint
 from ..storage.safetensors_file import write_safetensors
 from .int4_linear import ROW_BLOCKS, stored_rows_per_block
-from .model import COMPRESSED_MODULES, CompressedLinear, compressed_layer, compressed_model
+from .int8_experts import quantize_stacked, stacked_experts
+from .model import COMPRESSED_MODULES, compressed_layer, compressed_model
 
 RECORD = "quantization.json"
 RECORD_VERSION = 1
@@ -84,7 +86,7 @@ def quantize_checkpoint(
 
 def _write_compressed(model: nn.Module, checkpoint, path: str, weight_format: str, group_size: int) -> int:
     """Writes the compressed copy of `model`'s tensors, read from `checkpoint`; returns
-    how many modules (linear layers, embeddings) are compressed."""
+    how many modules (linear layers, embeddings, stacked experts) are compressed."""
     float_names = _names_by_tensor(model)
     expected = {name: (t.dtype, tuple(t.shape)) for names, t in float_names for name in names}
     tied = {name: names[0] for names, _ in float_names for name in names[1:]}
@@ -97,21 +99,26 @@ def _write_compressed(model: nn.Module, checkpoint, path: str, weight_format: st
         if isinstance(m, COMPRESSED_MODULES)
     }
     transposed = {path for path in formats if type(model.get_submodule(path)).__name__ == "Conv1D"}
-    done: dict[str, CompressedLinear] = {}  # layer -> its values and scale, until both are written
+    done: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}  # table -> its values and scale, until both are written
 
     def value_of(name: str) -> torch.Tensor:
         layer, _, attribute = name.rpartition(".")
         if layer not in formats or attribute == "bias":
             return read_tensor(matched[name])
-        if layer not in done:
-            weight = read_tensor(matched[f"{layer}.weight"])
-            done[layer] = compressed_layer(
-                weight.t() if layer in transposed else weight, None, formats[layer], group_size
-            )
-        values = getattr(done[layer], attribute).detach()
-        if attribute == "weight_scale":
-            done.pop(layer)  # written after the larger values (largest first)
-        return values
+        table = f"{layer}.{attribute.removesuffix('_scale')}"  # "weight", or an expert projection's name
+        if table not in done:
+            weight = read_tensor(matched[table])
+            source = model.get_submodule(layer)
+            if stacked_experts(source):
+                done[table] = quantize_stacked(weight, source.is_transposed)
+            else:
+                compressed_table = compressed_layer(
+                    weight.t() if layer in transposed else weight, None, formats[layer], group_size
+                )
+                done[table] = (compressed_table.weight.detach(), compressed_table.weight_scale.detach())
+        if not attribute.endswith("_scale"):
+            return done[table][0]
+        return done.pop(table)[1]  # written after the larger values (largest first)
 
     placeholders = {names[0]: t for names, t in _names_by_tensor(compressed)}
     write_safetensors(placeholders, path, value_of)

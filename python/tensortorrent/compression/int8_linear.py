@@ -46,7 +46,7 @@ def int8_linear(
         # The kernel's own scales would be bfloat16, off by up to 0.4% for a whole output
         # channel; applied after it, in the scales' dtype, they cost no measurable time.
         low = torch.bfloat16
-        unscaled = torch.ops.aten._weight_int8pack_mm(rows.to(low).contiguous(), weight, _ones(weight.shape[0]))
+        unscaled = torch.ops.aten._weight_int8pack_mm(rows.to(low).contiguous(), weight, unit_scales(weight.shape[0]))
         product = (unscaled.to(weight_scale.dtype) * weight_scale).to(x.dtype)
     else:
         product = torch.nn.functional.linear(rows, weight.to(x.dtype)) * weight_scale.to(x.dtype)
@@ -56,7 +56,8 @@ def int8_linear(
 
 
 @functools.cache
-def _ones(count: int) -> torch.Tensor:
+def unit_scales(count: int) -> torch.Tensor:
+    """Scales of 1 for the CPU kernel, which applies them in bfloat16 (ours come after it)."""
     return torch.ones(count, dtype=torch.bfloat16)
 
 

@@ -5,7 +5,7 @@ as it was: only the modules on the path to a compressed layer are copied (shallo
 their children replaced). Linear layers are torch's nn.Linear and transformers' Conv1D
 (GPT-2's, its weight stored [in, out]); embeddings are nn.Embedding itself (a subclass
 may change what a lookup computes; one that renormalizes rows, max_norm, writes its
-table). Other tensors (norms, a mixture of experts' stacked experts) stay as they are.
+table). Other tensors (norms, biases) stay as they are.
 In "int4", a table whose shape the int4 layout cannot hold (int4_linear.fits_int4) is
 int8, and so is an embedding's unless a linear layer shares it. A table shared by
 several modules (a head tied to its embedding) is compressed once, and stays shared.
@@ -21,10 +21,11 @@ from torch import nn
 from ..units import format_bytes
 from .embedding import CompressedEmbedding
 from .int4_linear import Int4Linear, fits_int4
+from .int8_experts import Int8Experts, stacked_experts
 from .int8_linear import Int8Linear
 
 CompressedLinear = Int8Linear | Int4Linear
-COMPRESSED_MODULES = (Int8Linear, Int4Linear, CompressedEmbedding)
+COMPRESSED_MODULES = (Int8Linear, Int4Linear, CompressedEmbedding, Int8Experts)
 
 
 def compressed_model(
@@ -57,6 +58,8 @@ class _Compressor:
         return clone
 
     def _replacement(self, module: nn.Module) -> nn.Module | None:
+        if stacked_experts(module):
+            return Int8Experts.of(module)
         if type(module) is nn.Embedding and module.weight.is_floating_point() and module.max_norm is None:
             # A lookup reads the few rows of its tokens, never the whole table, so int4 would
             # save disk and RAM only, at int4's error: a table no head shares is int8.
@@ -101,40 +104,54 @@ def compressed_layer(
 
 
 def weight_format_summary(bound) -> str | None:
-    """explain()'s line on a program's compressed tables (linear layers and embeddings, a
-    tied one once; from its bound tensors, so a loaded artifact says it too) and their
-    bytes; None where it has none."""
+    """explain()'s line on a program's compressed tables (linear layers, embeddings and
+    stacked experts, a tied one once; from its bound tensors, so a loaded artifact says it
+    too) and their bytes; None where it has none."""
     by_name = {name: b.tensor for b in bound for name in b.names}
     tables = {
         id(values): (values, by_name[name + "_scale"])
         for name, values in by_name.items()
-        if values.dtype in (torch.int8, torch.uint8) and name.endswith(".weight") and name + "_scale" in by_name
+        if values.dtype in (torch.int8, torch.uint8) and name + "_scale" in by_name
     }
     layers = list(tables.values())
     if not layers:
         return None
     kinds = []
-    for dtype, kind in ((torch.uint8, "int4 in groups of {group}"), (torch.int8, "int8 one scale per output channel")):
-        chosen = [(values, scale) for values, scale in layers if values.dtype == dtype]
+    for dtype, stacked, kind in (
+        (torch.uint8, False, "int4 in groups of {group}"),
+        (torch.int8, False, "int8 one scale per output channel"),
+        (torch.int8, True, "int8 stacked expert projections"),
+    ):
+        chosen = [
+            (values, scale) for values, scale in layers if values.dtype == dtype and (values.dim() == 3) == stacked
+        ]
         if chosen:
             values, scale = chosen[0]
             group = values.shape[1] * 2 // scale.shape[1] if dtype == torch.uint8 else 0
             kinds.append(f"{len(chosen)} {kind.format(group=group)}")
     compressed = sum(values.nbytes + scale.nbytes for values, scale in layers)
-    full = sum(scale.shape[0] * _inputs(values) * scale.element_size() for values, scale in layers)
+    full = sum(_float_bytes(values, scale) for values, scale in layers)
     dtype = str(layers[0][1].dtype).removeprefix("torch.")
     return (
-        f"weight-only compressed tables (linear layers, embeddings): {', '.join(kinds)}; {format_bytes(compressed)} "
-        f"(in {dtype}: {format_bytes(full)}); other tensors as they were"
+        f"weight-only compressed tables (linear layers, embeddings, experts): {', '.join(kinds)}; "
+        f"{format_bytes(compressed)} (in {dtype}: {format_bytes(full)}); other tensors as they were"
     )
 
 
 def formats_computed(nodes) -> str:
     """explain()'s mark of a region's compressed products: "[int8]", "[int4]", both, or ""."""
-    ops = {torch.ops.tensortorrent.int8_linear.default: "int8", torch.ops.tensortorrent.int4_linear.default: "int4"}
+    ops = {
+        torch.ops.tensortorrent.int8_linear.default: "int8",
+        torch.ops.tensortorrent.int8_grouped_linear.default: "int8",
+        torch.ops.tensortorrent.int4_linear.default: "int4",
+    }
     kinds = sorted({ops[node.target] for node in nodes if node.target in ops}, key=["int4", "int8"].index)
     return f" [{'+'.join(kinds)}]" if kinds else ""
 
 
-def _inputs(values: torch.Tensor) -> int:
-    return values.shape[1] * 2 if values.dtype == torch.uint8 else values.shape[1]
+def _float_bytes(values: torch.Tensor, scale: torch.Tensor) -> int:
+    """The bytes of the float table that `values` and `scale` hold compressed (int4's
+    values pack two to a byte, its scales one row per output row)."""
+    if values.dtype == torch.uint8:
+        return scale.shape[0] * values.shape[1] * 2 * scale.element_size()
+    return scale.numel() * values.shape[-1] * scale.element_size()
