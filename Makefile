@@ -9,7 +9,7 @@ CPP_SOURCES := $(shell find cpp -name '*.h' -o -name '*.cc') CMakeLists.txt pypr
 STRESS_DIVISOR ?= 10
 export TT_STRESS_DIVISOR := $(STRESS_DIVISOR)
 
-.PHONY: all demo test test-cpp test-python lint sanitize sanitize-thread fuzz fuzz-native fuzz-python fuzz-short bench system-deps clean gpu-wheels
+.PHONY: all demo test test-cpp test-python test-transformers4 lint sanitize sanitize-thread fuzz fuzz-native fuzz-python fuzz-short bench system-deps clean gpu-wheels
 
 all: $(VENV)/.built
 
@@ -68,6 +68,15 @@ lint: $(VENV)/.built
 	$(BIN)/ruff format --check python tests bench fuzz
 
 test: lint test-cpp sanitize sanitize-thread fuzz-short test-python
+
+# Generation on transformers 4 (the oldest line it supports, 4.56), installed beside the
+# venv's 5 under build/transformers4: not part of `make test`, which runs the venv's.
+TRANSFORMERS4 := "transformers==4.57.1" "huggingface-hub>=0.34,<1.0" "tokenizers>=0.22,<0.23" \
+	requests urllib3 idna charset_normalizer certifi
+test-transformers4: $(VENV)/.built
+	$(PY) -m pip install -q --no-deps --upgrade --target build/transformers4 $(TRANSFORMERS4)
+	PYTHONPATH=build/transformers4 $(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile \
+		tests/e2e/test_generation.py tests/e2e/test_generation_artifact.py tests/e2e/test_compressed_experts.py
 
 # Wheels of pytest and rich for bench/gpu_check.sh on a GPU machine without network or them:
 # carry build/gpu-wheels there beside the tree.

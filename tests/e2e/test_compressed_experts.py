@@ -12,7 +12,7 @@ from e2e.test_generation import PROMPTS, STOP, hugging_face, left_padded
 import tensortorrent as tt
 from tensortorrent.compression import compressed_model
 from tensortorrent.compression.int8_experts import Int8Experts, int8_grouped_linear, quantize_stacked
-from tiny_transformers import VOCAB, built, logits, meta_model
+from tiny_transformers import VOCAB, built, logits, meta_model, needs_stacked_experts
 
 INT8 = tt.CompileConfig(weight_format="int8")
 
@@ -34,6 +34,7 @@ def test_the_grouped_op_computes_each_rows_expert_and_only_experts_with_rows():
     assert torch.equal(again, values) and torch.equal(again_scale, scale)
 
 
+@needs_stacked_experts
 def test_int8_experts_logits_stay_close_to_eager_float32():
     torch.manual_seed(0)
     model = built("qwen3_moe")
@@ -51,6 +52,7 @@ def test_int8_experts_logits_stay_close_to_eager_float32():
     assert all(p.dtype == torch.float32 for name, p in model.named_parameters() if ".experts." in name)
 
 
+@needs_stacked_experts
 def test_int8_experts_generate_the_int8_model_run_eagerly_token_for_token():
     torch.manual_seed(0)
     model = built("qwen3_moe")
@@ -64,6 +66,7 @@ def test_int8_experts_generate_the_int8_model_run_eagerly_token_for_token():
     torch.testing.assert_close(ours, hugging_face(eager, ids, mask, max_new_tokens=6), rtol=0, atol=0)
 
 
+@needs_stacked_experts
 def test_a_checkpoint_of_stacked_experts_quantizes_and_compiles_as_the_model_does(tmp_path):
     torch.manual_seed(0)
     model = built("qwen3_moe")

@@ -58,10 +58,16 @@ class CachedLM(nn.Module):
         # The model's float dtype: a compressed model's first parameters may be integers.
         self.dtype = next(p.dtype for p in model.parameters() if p.is_floating_point())
         self.cache.early_initialization(batch_size, heads, head_dim, self.dtype, torch.device("cpu"))
+        # transformers 5's layers keep their write position (a tensor, cumulative_length,
+        # set from `start` on each call); before 5 the model takes it as cache_position.
+        self._positions_in_cache = all(
+            isinstance(getattr(layer, "cumulative_length", None), torch.Tensor) for layer in self.cache.layers
+        )
         for index, layer in enumerate(self.cache.layers):
             self.register_buffer(f"key_cache_{index}", layer.keys, persistent=False)
             self.register_buffer(f"value_cache_{index}", layer.values, persistent=False)
-            self.register_buffer(f"cache_length_{index}", layer.cumulative_length, persistent=False)
+            if self._positions_in_cache:
+                self.register_buffer(f"cache_length_{index}", layer.cumulative_length, persistent=False)
 
     @property
     def cache_bytes(self) -> int:
@@ -74,15 +80,19 @@ class CachedLM(nn.Module):
             # cache writes to whatever the buffers are now, so that export sees the writes.
             layer.keys = getattr(self, f"key_cache_{index}")
             layer.values = getattr(self, f"value_cache_{index}")
-            layer.cumulative_length = getattr(self, f"cache_length_{index}")
-            layer.cumulative_length.copy_(start)
+            if self._positions_in_cache:
+                layer.cumulative_length = getattr(self, f"cache_length_{index}")
+                layer.cumulative_length.copy_(start)
+        where = {self._cache_keyword: self.cache}
+        if not self._positions_in_cache:
+            where["cache_position"] = start + torch.arange(input_ids.shape[1])
         outputs = self.model(
             input_ids=input_ids,
             attention_mask=self._mask(attention_mask, start, input_ids.shape[1]),
             position_ids=position_ids,
             use_cache=True,
             logits_to_keep=1,
-            **{self._cache_keyword: self.cache},
+            **where,
         )
         return outputs.logits[:, -1, :]
 
@@ -108,7 +118,7 @@ def _static_cache_class():
         raise UnsupportedFeatureError(
             FEATURE,
             f"transformers {transformers.__version__}, whose StaticCache cannot be sized before its first call",
-            "pip install 'transformers>=5'",
+            "pip install 'transformers>=4.56'",
         )
     return StaticCache
 
