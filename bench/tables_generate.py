@@ -69,7 +69,7 @@ def _bound(data: dict) -> str:
         reads = f"Under the budget a decode step of the {model} reads {size(bound['decode_step_read_bytes'])}"
         int8 = measured["under_budget"].get("int8_over_float32_decode")
         if int8 is not None:
-            lines.append(f"Its linear layers in int8 (weight_format), the {model} decodes {int8:.2f}x as fast.")
+            lines.append(f"In int8 (weight_format: linear layers, experts), the {model} decodes {int8:.2f}x as fast.")
         if ratio is None:
             lines.append(
                 f"{reads} from storage: what it gathers stayed in the page cache, within its memory cgroup's "
