@@ -13,8 +13,8 @@ from .build import STAGES, build, compiled_module, training_twin
 from .capture import InputSignature, capture_model, normalize
 from .capture.export import check_model, functional_program
 from .capture.module_graph import ModuleGraph, checked, series
-from .compression.accuracy import NOT_MEASURED_FROM_CHECKPOINT, measured_accuracy
-from .compression.checkpoint import compressed_for
+from .compression.accuracy import measured_accuracy
+from .compression.checkpoint import checkpoint_accuracy, compressed_for
 from .config import CompileConfig
 from .errors import InvalidArgumentError, UnsupportedFeatureError
 from .from_checkpoint import compile_from_checkpoint, exported_source
@@ -71,7 +71,7 @@ def compile(
         source = exported if exported is not None else check_model(model)
         compiled = compile_from_checkpoint(source, args, kwargs, config, checkpoint, devices, machine)
         if config.weight_format is not None:
-            compiled.accuracy_note = NOT_MEASURED_FROM_CHECKPOINT
+            compiled.accuracy_note = checkpoint_accuracy(checkpoint.files)
         return compiled
     # An exported program's own module holds its weights (the same tensors) and runs its graph.
     model = exported.module() if exported is not None else model

@@ -24,11 +24,18 @@ def test_a_meta_model_compiles_from_the_int8_checkpoint_as_from_the_model_itself
     assert sorted(os.listdir(folder)) == ["config.json", "model.safetensors", "quantization.json"]
     record = json.loads((tmp_path / "int8" / "quantization.json").read_text())
     assert record["weight_format"] == "int8" and record["version"] == 1 and record["layers"] > 0
+    # Each table's relative error, measured as it was written: int8's steps of a row's largest / 127.
+    error = record["weight_error"]
+    assert error["tables"] == record["layers"] - (name == "gpt2")  # GPT-2's head shares its embedding's table
+    assert 0 < error["mean"] <= error["largest"] < 0.02
     ids = torch.randint(0, VOCAB, (2, 16))
     from_checkpoint = tt.compile(meta_model(name), (ids,), INT8, devices="cpu", checkpoint=folder)
     from_model = tt.compile(model, (ids,), INT8, devices="cpu")
     torch.testing.assert_close(logits(from_checkpoint(ids)), logits(from_model(ids)), rtol=1e-5, atol=1e-5)
     assert "int8 one scale per output channel" in from_checkpoint.explain()
+    # Its outputs cannot be compared with the float model's; what was measured of its tables is said.
+    assert "holds no float weights" in from_checkpoint.accuracy_note
+    assert f"its {error['tables']} tables' relative weight error when written: largest" in from_checkpoint.explain()
 
 
 def test_generation_reads_the_int8_checkpoint_in_place(tmp_path):
@@ -39,6 +46,8 @@ def test_generation_reads_the_int8_checkpoint_in_place(tmp_path):
     runs = []
     for source, checkpoint in ((meta_model("qwen3"), folder), (model, None)):
         generative = tt.compile_for_generation(source, checkpoint=checkpoint, **settings)
+        measured = "relative weight error when written" if checkpoint else "on random prompts of 4 tokens"
+        assert measured in generative.explain()
         runs.append(generative.generate(ids, mask, max_new_tokens=8, eos_token_id=STOP, pad_token_id=0))
         generative.close()
     torch.testing.assert_close(runs[0], runs[1], rtol=0, atol=0)

@@ -28,8 +28,10 @@ from ..observe.progress import CompileProgress
 from ..storage.checkpoint import Checkpoint, as_path, open_checkpoint, read_tensor
 from ..storage.name_matching import match_checkpoint
 from ..storage.safetensors_file import write_safetensors
+from .accuracy import NOT_MEASURED_FROM_CHECKPOINT
 from .int4_linear import ROW_BLOCKS, stored_rows_per_block
 from .int8_experts import quantize_stacked, stacked_experts
+from .int8_linear import dequantized_int8
 from .model import COMPRESSED_MODULES, compressed_layer, compressed_model
 
 RECORD = "quantization.json"
@@ -68,9 +70,13 @@ def quantize_checkpoint(
     partial = tempfile.mkdtemp(prefix=f".{os.path.basename(target)}-", suffix=".partial", dir=parent)
     try:
         with CompileProgress(["quantize"]) as progress, progress.stage("quantize"):
-            layers = _write_compressed(model, checkpoint, os.path.join(partial, WEIGHTS), weight_format, group_size)
+            layers, errors = _write_compressed(
+                model, checkpoint, os.path.join(partial, WEIGHTS), weight_format, group_size
+            )
         record = {"format": "tensortorrent.weight_format", "version": RECORD_VERSION, "weight_format": weight_format}
         record.update(group_size=group_size, rows_per_block=stored_rows_per_block(), layers=layers)
+        if errors:
+            record["weight_error"] = {"tables": len(errors), "largest": max(errors), "mean": sum(errors) / len(errors)}
         write_text_atomically(os.path.join(partial, RECORD), json.dumps(record, indent=1) + "\n", "quantize_checkpoint")
         config = os.path.join(source_folder, "config.json") if source_folder else None
         if config and os.path.isfile(config):
@@ -84,9 +90,12 @@ def quantize_checkpoint(
     return target
 
 
-def _write_compressed(model: nn.Module, checkpoint, path: str, weight_format: str, group_size: int) -> int:
+def _write_compressed(
+    model: nn.Module, checkpoint, path: str, weight_format: str, group_size: int
+) -> tuple[int, list[float]]:
     """Writes the compressed copy of `model`'s tensors, read from `checkpoint`; returns
-    how many modules (linear layers, embeddings, stacked experts) are compressed."""
+    how many modules (linear layers, embeddings, stacked experts) are compressed, and
+    each compressed table's relative error (relative_error)."""
     float_names = _names_by_tensor(model)
     expected = {name: (t.dtype, tuple(t.shape)) for names, t in float_names for name in names}
     tied = {name: names[0] for names, _ in float_names for name in names[1:]}
@@ -100,6 +109,7 @@ def _write_compressed(model: nn.Module, checkpoint, path: str, weight_format: st
     }
     transposed = {path for path in formats if type(model.get_submodule(path)).__name__ == "Conv1D"}
     done: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}  # table -> its values and scale, until both are written
+    errors: list[float] = []
 
     def value_of(name: str) -> torch.Tensor:
         layer, _, attribute = name.rpartition(".")
@@ -111,18 +121,27 @@ def _write_compressed(model: nn.Module, checkpoint, path: str, weight_format: st
             source = model.get_submodule(layer)
             if stacked_experts(source):
                 done[table] = quantize_stacked(weight, source.is_transposed)
+                rows = weight.transpose(1, 2) if source.is_transposed else weight
+                errors.append(relative_error(rows, dequantized_int8(*done[table])))
             else:
-                compressed_table = compressed_layer(
-                    weight.t() if layer in transposed else weight, None, formats[layer], group_size
-                )
+                rows = weight.t() if layer in transposed else weight
+                compressed_table = compressed_layer(rows, None, formats[layer], group_size)
                 done[table] = (compressed_table.weight.detach(), compressed_table.weight_scale.detach())
+                errors.append(relative_error(rows, compressed_table.float_weight()))
         if not attribute.endswith("_scale"):
             return done[table][0]
         return done.pop(table)[1]  # written after the larger values (largest first)
 
     placeholders = {names[0]: t for names, t in _names_by_tensor(compressed)}
     write_safetensors(placeholders, path, value_of)
-    return len(formats)
+    return len(formats), errors
+
+
+def relative_error(weight: torch.Tensor, restored: torch.Tensor) -> float:
+    """How far the weight a compressed table stands for is from the float one: the norm of
+    the difference over the weight's (Frobenius, in float64)."""
+    weight = weight.detach().double()
+    return ((restored.double() - weight).norm() / weight.norm().clamp(min=torch.finfo(torch.float64).tiny)).item()
 
 
 def _names_by_tensor(model: nn.Module) -> list[tuple[list[str], torch.Tensor]]:
@@ -182,13 +201,7 @@ def check_compressed(checkpoint_files: tuple[str, ...], weight_format: str, grou
     CheckpointError unless it wrote them in `weight_format` (and, for int4, `group_size`:
     its record beside them), in a format version this release reads."""
     folder = os.path.dirname(checkpoint_files[0])
-    try:
-        with open(os.path.join(folder, RECORD), encoding="utf-8") as handle:
-            record = json.load(handle)
-    except FileNotFoundError:
-        record = {}
-    except (OSError, ValueError) as error:
-        raise CheckpointError(f"{os.path.join(folder, RECORD)}: unreadable ({error})") from error
+    record = _record(folder)
     if record.get("weight_format") != weight_format:
         holds = f"{record.get('weight_format')!r} weights" if record else "float weights (no quantization.json)"
         raise CheckpointError(
@@ -213,3 +226,27 @@ def check_compressed(checkpoint_files: tuple[str, ...], weight_format: str, grou
             f"{os.path.join(folder, RECORD)}: rows_per_block {rows_per_block!r}, expected one of {ROW_BLOCKS}"
         )
     return rows_per_block
+
+
+def _record(folder: str) -> dict:
+    """The quantization.json quantize_checkpoint wrote in `folder`; {} where there is none."""
+    try:
+        with open(os.path.join(folder, RECORD), encoding="utf-8") as handle:
+            return json.load(handle)
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as error:
+        raise CheckpointError(f"{os.path.join(folder, RECORD)}: unreadable ({error})") from error
+
+
+def checkpoint_accuracy(checkpoint_files: tuple[str, ...]) -> str:
+    """explain()'s accuracy line for a compile from a compressed checkpoint: its outputs
+    cannot be compared with the float model's, which it does not hold; what
+    quantize_checkpoint measured of its tables when it wrote them, where it did."""
+    error = _record(os.path.dirname(checkpoint_files[0])).get("weight_error")
+    if not isinstance(error, dict) or not {"tables", "largest", "mean"} <= error.keys():
+        return NOT_MEASURED_FROM_CHECKPOINT
+    return (
+        f"{NOT_MEASURED_FROM_CHECKPOINT}; its {error['tables']} tables' relative weight error when written: "
+        f"largest {error['largest']:.3g}, mean {error['mean']:.3g}"
+    )

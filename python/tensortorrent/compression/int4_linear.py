@@ -179,6 +179,11 @@ class Int4Linear(nn.Module):
         """A layer holding this one's values and scale (the same Parameters: tied), and `bias`."""
         return Int4Linear(self.weight, self.weight_scale, bias, self.group_size, self.rows_per_block)
 
+    def float_weight(self) -> torch.Tensor:
+        """The float weight [out, in] that this layer's packed values and scales stand for."""
+        dtype = self.weight_scale.dtype
+        return dequantized(self.weight, self.weight_scale, self.group_size, self.rows_per_block, dtype)
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return int4_linear(x, self.weight, self.weight_scale, self.group_size, self.rows_per_block, self.bias)
 

@@ -11,8 +11,8 @@ It reads only those experts' bytes: capture/program.py counts its tables as gath
 a plan under a RAM budget maps them from disk instead of reading them whole.
 
 Only experts that compute as transformers' default does are taken (no bias, no norm
-after the experts, the gate and up halves concatenated, the default gate); others stay
-as they are. In "int4" too they are int8: torch's int4 kernel packs per expert in a
+after the experts, the gate and up halves concatenated, the default gate, not split
+across processes); others stay as they are. In "int4" too they are int8: torch's int4 kernel packs per expert in a
 layout of its own, which a gather of the experts a token uses would have to undo.
 """
 
@@ -62,6 +62,7 @@ def stacked_experts(module: nn.Module) -> bool:
         and not getattr(module, "has_bias", True)
         and not getattr(module, "has_post_expert_norm", True)
         and getattr(module, "is_concatenated", False)
+        and not getattr(module, "_is_expert_parallel", False)  # its sentinel rows are another's experts
         and getattr(gate, "__name__", None) == "_default_apply_gate"
         and all(
             isinstance(p, nn.Parameter) and p.dim() == 3 and p.is_floating_point()

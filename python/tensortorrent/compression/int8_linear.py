@@ -30,6 +30,12 @@ def quantize_int8(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return values, scale
 
 
+def dequantized_int8(values: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """The float weight that int8 `values` and a scale per row (the last dimension's rows,
+    [out] or [experts, out]) stand for, in the scales' dtype."""
+    return values.to(scale.dtype) * scale[..., None]
+
+
 def frozen_parameter(tensor: torch.Tensor) -> nn.Parameter:
     """`tensor` as a Parameter without gradient; a Parameter as it is, so that layers made
     from one table share it (tied)."""
@@ -88,6 +94,10 @@ class Int8Linear(nn.Module):
     def sharing(self, bias: torch.Tensor | None) -> Int8Linear:
         """A layer holding this one's values and scale (the same Parameters: tied), and `bias`."""
         return Int8Linear(self.weight, self.weight_scale, bias)
+
+    def float_weight(self) -> torch.Tensor:
+        """The float weight [out, in] that this layer's int8 values and scales stand for."""
+        return dequantized_int8(self.weight, self.weight_scale)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return int8_linear(x, self.weight, self.weight_scale, self.bias)

@@ -8,8 +8,8 @@ import torch
 from torch import nn
 
 from ..api import compile_on_target
-from ..compression.accuracy import NOT_MEASURED_FROM_CHECKPOINT, measured_accuracy
-from ..compression.checkpoint import compressed_for
+from ..compression.accuracy import measured_accuracy
+from ..compression.checkpoint import checkpoint_accuracy, compressed_for
 from ..config import CompileConfig
 from ..errors import InvalidArgumentError
 from ..from_checkpoint import compile_checkpoint_on_target
@@ -63,7 +63,7 @@ def compile_for_generation(
     programs, shared_bytes = build_sharing_residents([DECODE, *lengths], build)
     if config.weight_format is not None:
         # Kept with the decode program: its artifact's manifest carries it, and explain() says it.
-        programs[DECODE].accuracy_note = _accuracy(model, lm, max(lengths), files is not None)
+        programs[DECODE].accuracy_note = _accuracy(model, lm, max(lengths), files)
     settings = getattr(model, "generation_config", None)
     spec = GenerationSpec(
         model_name=type(model).__qualname__,
@@ -78,12 +78,13 @@ def compile_for_generation(
     return GenerativeModule(spec, programs, shared_bytes)
 
 
-def _accuracy(model: nn.Module, lm: CachedLM, length: int, from_checkpoint: bool) -> str:
+def _accuracy(model: nn.Module, lm: CachedLM, length: int, checkpoint) -> str:
     """The compressed model against the float one on random prompts of the longest bucket
     (at most 64 tokens), both run eagerly: the programs compute what the compressed model
-    does through the same kernels."""
-    if from_checkpoint:
-        return NOT_MEASURED_FROM_CHECKPOINT
+    does through the same kernels. From a compressed `checkpoint` (opened), what its
+    record says of its tables."""
+    if checkpoint is not None:
+        return checkpoint_accuracy(checkpoint.files)
     length = min(length, 64)
     ids = torch.randint(
         0, text_config(model).vocab_size, (lm.batch_size, length), generator=torch.Generator().manual_seed(0)
