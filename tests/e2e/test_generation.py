@@ -3,6 +3,7 @@ decode program and prefill programs sharing one KV cache, for GPT-2, Llama and Q
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 
@@ -168,7 +169,22 @@ def test_tokens_are_the_same_streamed_under_half_the_weights_and_split_with_a_sm
             assert all(generative.shared_weight_bytes < peak <= weights // 2 for peak in peaks)
             decode_reads = generative.programs[1].last_report.bytes_read
             assert decode_reads <= weights - generative.shared_weight_bytes - table.nbytes
+            # The resident weights are spread over the layers: each layer streams about as much.
+            per_layer = streamed_bytes_by_layer(generative.programs[1].last_report)
+            largest = max(p.nbytes for name, p in model.named_parameters() if ".layers." in name)
+            assert len(per_layer) == model.config.num_hidden_layers
+            assert max(per_layer.values()) - min(per_layer.values()) <= largest
         generative.close()
+
+
+def streamed_bytes_by_layer(report) -> dict[str, int]:
+    """The bytes a call's loads read, by decoder layer (`layers.N` in the region's name)."""
+    by_layer: dict[str, int] = {}
+    for record in report.records:
+        layer = re.search(r"\.layers\.(\d+)\.", record.label)
+        if record.kind == "load" and layer:
+            by_layer[layer[1]] = by_layer.get(layer[1], 0) + record.bytes
+    return by_layer
 
 
 def test_a_cancelled_generation_stops_between_tokens_and_leaves_nothing_held(compiled):
