@@ -11,7 +11,7 @@ from e2e.test_generation import PROMPTS, STOP, hugging_face, left_padded
 
 import tensortorrent as tt
 from tensortorrent.compression import compressed_model
-from tensortorrent.compression.int8_experts import Int8Experts, int8_grouped_linear, quantize_stacked
+from tensortorrent.compression.int8_experts import Int8Experts, expert_rows, int8_grouped_linear, quantize_stacked
 from tiny_transformers import VOCAB, built, logits, meta_model, needs_stacked_experts
 
 INT8 = tt.CompileConfig(weight_format="int8")
@@ -20,7 +20,7 @@ INT8 = tt.CompileConfig(weight_format="int8")
 def test_the_grouped_op_computes_each_rows_expert_and_only_experts_with_rows():
     torch.manual_seed(0)
     weight = torch.randn(4, 24, 40)
-    values, scale = quantize_stacked(weight, transposed=False)
+    values, scale = quantize_stacked(weight)
     assert values.dtype == torch.int8 and values.shape == (4, 24, 40) and scale.shape == (4, 24)
     rows = torch.randn(7, 40)
     offsets = torch.tensor([2, 2, 6, 6], dtype=torch.int32)  # experts 1 and 3 have no rows; row 6 none at all
@@ -30,7 +30,7 @@ def test_the_grouped_op_computes_each_rows_expert_and_only_experts_with_rows():
     expected = torch.cat([low[0:2] @ dequantized[0].T, low[2:6] @ dequantized[2].T, torch.zeros(1, 24)])
     torch.testing.assert_close(got, expected, rtol=1e-2, atol=1e-2)
     # Stored [experts, in, out] (transposed), the same tables.
-    again, again_scale = quantize_stacked(weight.transpose(1, 2).contiguous(), transposed=True)
+    again, again_scale = quantize_stacked(expert_rows(weight.transpose(1, 2).contiguous(), transposed=True))
     assert torch.equal(again, values) and torch.equal(again_scale, scale)
 
 

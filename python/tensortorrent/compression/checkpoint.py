@@ -30,7 +30,7 @@ from ..storage.name_matching import match_checkpoint
 from ..storage.safetensors_file import write_safetensors
 from .accuracy import NOT_MEASURED_FROM_CHECKPOINT
 from .int4_linear import ROW_BLOCKS, stored_rows_per_block
-from .int8_experts import quantize_stacked, stacked_experts
+from .int8_experts import expert_rows, quantize_stacked, stacked_experts
 from .int8_linear import dequantized_int8
 from .model import COMPRESSED_MODULES, compressed_layer, compressed_model
 
@@ -120,8 +120,8 @@ def _write_compressed(
             weight = read_tensor(matched[table])
             source = model.get_submodule(layer)
             if stacked_experts(source):
-                done[table] = quantize_stacked(weight, source.is_transposed)
-                rows = weight.transpose(1, 2) if source.is_transposed else weight
+                rows = expert_rows(weight, source.is_transposed)
+                done[table] = quantize_stacked(rows)
                 errors.append(relative_error(rows, dequantized_int8(*done[table])))
             else:
                 rows = weight.t() if layer in transposed else weight

@@ -76,10 +76,15 @@ def stacked_names(module: nn.Module) -> tuple[str, str]:
     return ("gate_up_proj" if module.has_gate else "up_proj", "down_proj")
 
 
-def quantize_stacked(weight: torch.Tensor, transposed: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    """Stacked float weights ([experts, out, in], or [experts, in, out] `transposed`) as
-    int8 values [experts, out, in] and scales [experts, out]."""
-    rows = weight.transpose(1, 2) if transposed else weight
+def expert_rows(weight: torch.Tensor, transposed: bool) -> torch.Tensor:
+    """Stacked weights as [experts, out, in]: `weight` itself, or a view of it where it is
+    stored [experts, in, out] (`transposed`)."""
+    return weight.transpose(1, 2) if transposed else weight
+
+
+def quantize_stacked(rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Stacked float weights [experts, out, in] (expert_rows) as int8 values of that shape
+    and scales [experts, out]."""
     experts, out, features = rows.shape
     values, scale = quantize_int8(rows.reshape(experts * out, features))
     return values.view(experts, out, features), scale.view(experts, out)
@@ -105,12 +110,12 @@ class Int8Experts(nn.Module):
         read from a checkpoint that holds them."""
         tables = {}
         for name in stacked_names(experts):
-            weight = getattr(experts, name).detach()
-            if weight.device.type == "meta":
-                shape = weight.transpose(1, 2).shape if experts.is_transposed else weight.shape
-                tables[name] = (torch.empty(shape, dtype=torch.int8, device="meta"), weight.new_empty(shape[:2]))
+            rows = expert_rows(getattr(experts, name).detach(), experts.is_transposed)
+            if rows.device.type == "meta":
+                values = torch.empty(rows.shape, dtype=torch.int8, device="meta")
+                tables[name] = (values, rows.new_empty(rows.shape[:2]))
             else:
-                tables[name] = quantize_stacked(weight, experts.is_transposed)
+                tables[name] = quantize_stacked(rows)
         return cls(experts, tables)
 
     def forward(self, hidden_states: torch.Tensor, top_k_index: torch.Tensor, top_k_weights: torch.Tensor):
