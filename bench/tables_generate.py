@@ -8,7 +8,7 @@ from table_format import machine_line, size, table
 
 TITLE = "Generation"
 PARTS = (
-    ("in_ram", "weights in RAM", ("hugging_face", "hugging_face_compiled")),
+    ("in_ram", "weights in RAM", ("hugging_face", "hugging_face_compiled", "tensortorrent_inductor")),
     ("under_budget", "RAM budget {budget}", ("accelerate", "accelerate_page_cache", "tensortorrent_int8")),
 )
 NAMES = {
@@ -17,6 +17,7 @@ NAMES = {
     "accelerate": "Accelerate disk offload",
     "accelerate_page_cache": "Accelerate disk offload, page cache not limited",
     "tensortorrent_int8": "TensorTorrent int8 (weight_format)",
+    "tensortorrent_inductor": "TensorTorrent, inductor regions (region_backend)",
 }
 MODELS = {"llama": "Llama", "qwen3_moe": "Qwen3-MoE"}
 
@@ -67,6 +68,13 @@ def _bound(data: dict) -> str:
         model = MODELS.get(measured["workload"].get("model", "llama"), "the model")
         ratio, step_ms = bound["tensortorrent_over_bound"], bound["decode_step_s"] * 1e3
         reads = f"Under the budget a decode step of the {model} reads {size(bound['decode_step_read_bytes'])}"
+        inductor, in_ram = measured["in_ram"].get("tensortorrent_inductor", {}), measured["in_ram"]
+        if "decode_tok_s" in inductor:
+            faster = max(in_ram[name]["decode_tok_s"] for name in ("hugging_face", "hugging_face_compiled"))
+            lines.append(
+                f"In RAM with inductor regions, the {model} decodes {inductor['decode_tok_s'] / faster:.2f}x as fast "
+                f"as the faster Hugging Face generate (compiled in {inductor['compile_s']:.0f} s)."
+            )
         int8 = measured["under_budget"].get("int8_over_float32_decode")
         if int8 is not None:
             lines.append(f"In int8 (weight_format: linear layers, experts), the {model} decodes {int8:.2f}x as fast.")
